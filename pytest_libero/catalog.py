@@ -1,0 +1,218 @@
+"""The frozen LIBERO catalog (P1) and the selection plans built on it (P3).
+
+The catalog is protocol data shipped inside the package: 130 suite-task entries in
+native order, with per-suite reference horizons and where they come from. Selection
+turns operator options into an ordered, deterministic list of entries, so every xdist
+worker collects the same cases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pytest_libero.errors import SetupError
+from pytest_libero.protocol import SUITES
+
+SCOPES = ("smoke", "development", "task_coverage", "all")
+MODES = ("fast", "full")
+SMOKE_TASK_IDS = (0, 1)
+DEVELOPMENT_SUITE = "libero_10"
+DEVELOPMENT_TASK_IDS = range(0, 5)
+
+FULL_MODE_REFUSAL = (
+    "native-aligned full mode is not available: it needs a validated per-suite "
+    "task/reset/episode schedule (50 released init states per task) and budgets proven "
+    "equivalent to the baseline evaluators, and neither exists yet. Sampling every task "
+    "once (--libero-scope=all) or re-running failures is not full mode. "
+    "Use --libero-mode=fast."
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One suite-task entry of the catalog, addressed by (suite, index)."""
+
+    suite: str
+    index: int
+    name: str
+    language: str
+    bddl_file: str
+    init_states_file: str
+
+    @property
+    def case_id(self) -> str:
+        """Stable, readable pytest id: suite and two-digit native index."""
+        return f"{self.suite}-{self.index:02d}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "index": self.index,
+            "name": self.name,
+            "language": self.language,
+            "bddl_file": self.bddl_file,
+            "init_states_file": self.init_states_file,
+        }
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The whole frozen catalog: entries in native order plus horizon references."""
+
+    entries: tuple[Entry, ...]
+    suites: dict[str, dict[str, Any]]
+    reference_horizons: dict[str, dict[str, Any]]
+    digest: str
+
+    def suite_entries(self, suite: str) -> tuple[Entry, ...]:
+        return tuple(e for e in self.entries if e.suite == suite)
+
+    def horizon(self, suite: str) -> tuple[int, str]:
+        """The suite's reference horizon and the evaluator it comes from (P7)."""
+        info = self.suites[suite]
+        return int(info["horizon"]), str(info["horizon_source"])
+
+
+def _data_bytes(name: str) -> bytes:
+    return resources.files("pytest_libero").joinpath("data", name).read_bytes()
+
+
+@cache
+def load_catalog() -> Catalog:
+    """Load the packaged catalog; its sha256 is part of the protocol identity."""
+    from pytest_libero.identity import sha256_bytes
+
+    raw = _data_bytes("libero_catalog.json")
+    data = json.loads(raw)
+    entries = tuple(
+        Entry(
+            suite=e["suite"],
+            index=int(e["index"]),
+            name=e["name"],
+            language=e["language"],
+            bddl_file=e["bddl_file"],
+            init_states_file=e["init_states_file"],
+        )
+        for e in data["entries"]
+    )
+    return Catalog(
+        entries=entries,
+        suites=data["suites"],
+        reference_horizons=data["reference_horizons"],
+        digest=sha256_bytes(raw),
+    )
+
+
+@cache
+def load_inventory_bytes() -> bytes:
+    return _data_bytes("libero_inventory.json")
+
+
+@dataclass(frozen=True)
+class SelectionRequest:
+    """What the operator asked for, before validation."""
+
+    scope: str = "smoke"
+    suite: str | None = None
+    task_ids: tuple[int, ...] | None = None
+    mode: str = "fast"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "suite": self.suite,
+            "task_ids": list(self.task_ids) if self.task_ids is not None else None,
+            "mode": self.mode,
+        }
+
+
+def parse_task_ids(text: str) -> tuple[int, ...]:
+    """Parse "0,1,4" or "0-4" or "0-2,7" into sorted unique ints."""
+    ids: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                ids.update(range(int(lo), int(hi) + 1))
+            else:
+                ids.add(int(part))
+        except ValueError:
+            raise SetupError(
+                f"--libero-task-ids: cannot read {part!r}; "
+                "write indices like 0,1,4 or a range like 0-4"
+            ) from None
+    return tuple(sorted(ids))
+
+
+def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
+    """Resolve a selection request into entries in native order, or refuse it clearly."""
+    if request.mode not in MODES:
+        raise SetupError(f"--libero-mode={request.mode!r} is unknown; allowed: {', '.join(MODES)}")
+    if request.mode == "full":
+        raise SetupError(FULL_MODE_REFUSAL)
+    if request.scope not in SCOPES:
+        raise SetupError(
+            f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"
+        )
+    if request.suite is not None and request.suite not in SUITES:
+        raise SetupError(
+            f"--libero-suite={request.suite!r} is not a LIBERO suite; "
+            f"allowed: {', '.join(SUITES)}"
+        )
+
+    if request.scope == "all":
+        _refuse_narrowing(request, "all")
+        return list(catalog.entries)
+    if request.scope == "smoke":
+        _refuse_narrowing(request, "smoke")
+        return _pick(catalog, DEVELOPMENT_SUITE, SMOKE_TASK_IDS)
+    if request.scope == "development":
+        suite = request.suite or DEVELOPMENT_SUITE
+        if suite != DEVELOPMENT_SUITE:
+            raise SetupError(
+                f"scope 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}; "
+                "use --libero-scope=task_coverage for other suites"
+            )
+        ids = request.task_ids if request.task_ids is not None else SMOKE_TASK_IDS
+        outside = [i for i in ids if i not in DEVELOPMENT_TASK_IDS]
+        if outside:
+            raise SetupError(
+                f"scope 'development' allows {DEVELOPMENT_SUITE} task ids 0-4; "
+                f"got {outside}. Use --libero-scope=task_coverage for the others"
+            )
+        return _pick(catalog, suite, ids)
+    # task_coverage
+    if request.suite is None or request.task_ids is None:
+        raise SetupError(
+            "scope 'task_coverage' needs both --libero-suite and --libero-task-ids, "
+            "e.g. --libero-suite=libero_object --libero-task-ids=0-9"
+        )
+    return _pick(catalog, request.suite, request.task_ids)
+
+
+def _refuse_narrowing(request: SelectionRequest, scope: str) -> None:
+    if request.suite is not None or request.task_ids is not None:
+        raise SetupError(
+            f"scope {scope!r} is a fixed selection and takes no --libero-suite or "
+            "--libero-task-ids; use --libero-scope=task_coverage to choose tasks"
+        )
+
+
+def _pick(catalog: Catalog, suite: str, ids: Sequence[int]) -> list[Entry]:
+    entries = catalog.suite_entries(suite)
+    if not ids:
+        raise SetupError(f"no task ids given for {suite}; allowed: 0-{len(entries) - 1}")
+    outside = [i for i in ids if not 0 <= i < len(entries)]
+    if outside:
+        raise SetupError(
+            f"{suite} has task ids 0-{len(entries) - 1}; got {outside}"
+        )
+    wanted = set(ids)
+    return [e for e in entries if e.index in wanted]

@@ -1,0 +1,1 @@
+"""The conformance suite users run: one LIBERO case per selected catalog entry."""

@@ -1,0 +1,232 @@
+"""One episode's control loop: budgets, chunk prefixes, counters, stop rules (P6-P9).
+
+This module never touches the simulator; it drives anything shaped like
+:class:`EpisodeEnv`, which keeps the rules testable with a fake and lets the real
+adapter stay a thin translation layer.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from pytest_libero.errors import EnvironmentFault, EpisodeError, PolicyTransportError
+from pytest_libero.policy.contract import Observation, Policy, Reply, validate_reply
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long an episode may run, and where that limit comes from (P7)."""
+
+    mode: str
+    control_cap: int
+    cap_source: str
+    replan_interval: int
+    max_policy_calls: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def horizon_budget(horizon: int, source: str, replan_interval: int) -> Budget:
+    """The suite's reference horizon. Policy calls are capped at the control cap,
+    the most that can ever execute a control each, so stop-only answers cannot loop."""
+    return Budget("horizon", horizon, source, replan_interval, horizon)
+
+
+def decisions_budget(max_policy_calls: int, replan_interval: int) -> Budget:
+    cap = max_policy_calls * replan_interval
+    source = f"decisions: max_policy_calls {max_policy_calls} x replan_interval {replan_interval}"
+    return Budget("decisions", cap, source, replan_interval, max_policy_calls)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """A profile's voluntary-stop rule: stop after N consecutive stop signals.
+
+    ``consecutive=None`` ignores stop signals (each still costs a policy call).
+    """
+
+    consecutive: int | None = None
+
+    def describe(self) -> str:
+        if self.consecutive is None:
+            return "ignore"
+        return "immediate" if self.consecutive == 1 else f"after {self.consecutive} consecutive"
+
+
+class EpisodeEnv(Protocol):
+    """The adapter's side of an episode: observe, step one control, close."""
+
+    def observe(self, policy_calls: int, executed_controls: int) -> Observation: ...
+
+    def step(self, action: np.ndarray) -> bool:
+        """Execute one control; return LIBERO's native success after it."""
+        ...
+
+
+class EpisodeListener(Protocol):
+    """Receives evidence as it happens, so nothing is kept in memory for later."""
+
+    def on_observation(self, call: int, observation: Observation) -> None: ...
+
+    def on_reply(self, call: int, reply: Reply, executed: int) -> None: ...
+
+    def on_control(self, control: int, action: np.ndarray) -> None: ...
+
+
+class _Silent:
+    def on_observation(self, call: int, observation: Observation) -> None:
+        pass
+
+    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+        pass
+
+    def on_control(self, control: int, action: np.ndarray) -> None:
+        pass
+
+
+@dataclass
+class Counters:
+    """P9: each counter kept on its own; none is derived from another."""
+
+    policy_calls: int = 0
+    decisions: int = 0
+    executed_controls: int = 0
+    init_controls: int = 0
+    stop_signals: int = 0
+    first_success_control: int | None = None
+    first_success_policy_call: int | None = None
+
+
+@dataclass
+class EpisodeResult:
+    """The native outcome of one episode with its counters and any error."""
+
+    outcome: str = "failure"  # success | failure | errored
+    termination: str | None = None  # "success" when LIBERO's check fired
+    truncation: str | None = None  # control_cap | policy_call_cap | voluntary_stop
+    counters: Counters = field(default_factory=Counters)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line a person reads in the pytest report."""
+        c = self.counters
+        if self.outcome == "success":
+            return (
+                f"success at control {c.first_success_control} "
+                f"(policy call {c.first_success_policy_call})"
+            )
+        if self.outcome == "errored" and self.error is not None:
+            return f"errored ({self.error['kind']}): {self.error['message']}"
+        reason = {
+            "control_cap": "control cap reached",
+            "policy_call_cap": "policy-call cap reached",
+            "voluntary_stop": "policy stopped voluntarily",
+        }.get(self.truncation or "", "ended")
+        return (
+            f"no native success: {reason} after {c.executed_controls} controls, "
+            f"{c.policy_calls} policy calls, {c.decisions} decisions"
+        )
+
+
+def error_record(exc: BaseException, kind: str | None = None) -> dict[str, Any]:
+    return {
+        "kind": kind or getattr(exc, "kind", "error"),
+        "cause": getattr(exc, "cause", type(exc).__name__),
+        "type": type(exc).__name__,
+        "message": str(exc) or type(exc).__name__,
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+def run_episode(
+    env: EpisodeEnv,
+    policy: Policy,
+    budget: Budget,
+    stop_rule: StopRule,
+    *,
+    init_controls: int,
+    listener: EpisodeListener | None = None,
+) -> EpisodeResult:
+    """Drive one episode to native success, truncation or error; never raise."""
+    sink: EpisodeListener = listener or _Silent()
+    result = EpisodeResult()
+    counters = result.counters
+    counters.init_controls = init_controls
+    consecutive_stops = 0
+    try:
+        _call_policy(policy.reset)
+        while True:
+            if counters.executed_controls >= budget.control_cap:
+                result.truncation = "control_cap"
+                break
+            if counters.policy_calls >= budget.max_policy_calls:
+                result.truncation = "policy_call_cap"
+                break
+            observation = _call_env(env.observe, counters.policy_calls, counters.executed_controls)
+            call = counters.policy_calls + 1
+            sink.on_observation(call, observation)
+            raw = _call_policy(policy.infer, observation)
+            counters.policy_calls = call
+            reply = validate_reply(raw)
+            executed = 0
+            if reply.actions is not None:
+                counters.decisions += 1
+                remaining = budget.control_cap - counters.executed_controls
+                prefix = reply.actions[: min(budget.replan_interval, remaining)]
+                for action in prefix:
+                    success = _call_env(env.step, action)
+                    counters.executed_controls += 1
+                    executed += 1
+                    sink.on_control(counters.executed_controls, action)
+                    if success:
+                        counters.first_success_control = counters.executed_controls
+                        counters.first_success_policy_call = call
+                        break
+            result.chunks.append(
+                {"call": call, "horizon": reply.horizon, "executed": executed, "stop": reply.stop}
+            )
+            sink.on_reply(call, reply, executed)
+            if counters.first_success_control is not None:
+                result.outcome = "success"
+                result.termination = "success"
+                break
+            if reply.stop:
+                counters.stop_signals += 1
+                consecutive_stops += 1
+                if stop_rule.consecutive is not None and consecutive_stops >= stop_rule.consecutive:
+                    result.truncation = "voluntary_stop"
+                    break
+            else:
+                consecutive_stops = 0
+    except EpisodeError as exc:
+        result.outcome = "errored"
+        result.error = error_record(exc)
+    return result
+
+
+def _call_env(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except EpisodeError:
+        raise
+    except Exception as exc:
+        raise EnvironmentFault(f"the simulator raised {type(exc).__name__}: {exc}") from exc
+
+
+def _call_policy(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except EpisodeError:
+        raise
+    except Exception as exc:
+        raise PolicyTransportError(f"the policy raised {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,248 @@
+"""The pytest plugin: options, one case per selected entry, outcomes, summary.
+
+Thin on purpose: it turns options into a :class:`RunPlan`, parametrizes the
+conformance test with the plan's entries, and hands records to the controller-side
+recorder. The simulator is never imported here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_libero.case import run_case
+from pytest_libero.catalog import SelectionRequest, parse_task_ids
+from pytest_libero.errors import SetupError
+from pytest_libero.plan import RunPlan, make_plan
+from pytest_libero.policy.contract import Policy
+from pytest_libero.profiles import load_profile
+from pytest_libero.recorder import RECORD_PROPERTY, Recorder
+
+PLAN_KEY = pytest.StashKey[RunPlan]()
+
+
+@dataclass(frozen=True)
+class _Option:
+    name: str
+    help: str
+    default: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--libero-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "libero_" + self.name.replace("-", "_")
+
+
+OPTIONS = (
+    _Option("profile", "model profile: a shipped name (zero, random, replay, ...) or a path "
+            "to a .toml file. Without it no episode runs."),
+    _Option("scope", "selection scope: smoke (libero_10 tasks 0-1), development "
+            "(libero_10, ids 0-4), task_coverage (--libero-suite + --libero-task-ids), all "
+            "(130 entries)", "smoke"),
+    _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
+            "libero_object, libero_goal, libero_90, libero_10"),
+    _Option("task-ids", "task ids in native order, e.g. 0,1,4 or 0-9"),
+    _Option("mode", "fast (each selected entry once) or full (refused until a validated "
+            "native schedule exists)", "fast"),
+    _Option("budget-mode", "horizon (the catalog's per-suite reference horizon) or decisions "
+            "(max policy calls x replan interval); default from the profile"),
+    _Option("max-policy-calls", "policy-call cap D for budget mode decisions; default from "
+            "the profile"),
+    _Option("replan-interval", "controls K executed from each chunk before asking again; "
+            "default from the profile"),
+    _Option("track", "observation track: rgb, or rgb+proprio (reported separately); default "
+            "from the profile"),
+    _Option("policy-option", "KEY=VALUE passed to the profile's policy factory, repeatable "
+            "(e.g. actions=path.npy for replay); ini: one per line"),
+    _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
+            "libero-results"),
+    _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "
+            "random suffix)"),
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("libero", "LIBERO evaluation (pytest-libero)")
+    for option in OPTIONS:
+        repeatable = option.name == "policy-option"
+        group.addoption(
+            option.flag,
+            dest=option.dest,
+            action="append" if repeatable else "store",
+            default=None,
+            help=option.help + (f" [default: {option.default}]" if option.default else ""),
+        )
+        parser.addini(
+            option.dest,
+            help=option.help,
+            type="linelist" if repeatable else "string",
+            default=[] if repeatable else (option.default or ""),
+        )
+
+
+def option_value(config: pytest.Config, name: str) -> Any:
+    """The CLI value if given, else the ini value (pytest-asyncio's pattern)."""
+    dest = "libero_" + name.replace("-", "_")
+    value = config.getoption(dest)
+    if value is None:
+        value = config.getini(dest)
+    return value if value not in ("", []) else None
+
+
+def _int_option(config: pytest.Config, name: str) -> int | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SetupError(f"--libero-{name}={value!r} is not an integer") from None
+
+
+def parse_policy_options(items: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SetupError(f"--libero-policy-option {item!r}: write KEY=VALUE")
+        options[key.strip()] = _scalar(text.strip())
+    return options
+
+
+def _scalar(text: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def build_plan(config: pytest.Config) -> RunPlan | None:
+    profile_name = option_value(config, "profile")
+    if profile_name is None:
+        return None
+    task_ids = option_value(config, "task-ids")
+    selection = SelectionRequest(
+        scope=option_value(config, "scope") or "smoke",
+        suite=option_value(config, "suite"),
+        task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
+        mode=option_value(config, "mode") or "fast",
+    )
+    profile = load_profile(profile_name).with_options(
+        parse_policy_options(option_value(config, "policy-option"))
+    )
+    return make_plan(
+        profile,
+        selection,
+        budget_mode=option_value(config, "budget-mode"),
+        max_policy_calls=_int_option(config, "max-policy-calls"),
+        replan_interval=_int_option(config, "replan-interval"),
+        track=option_value(config, "track"),
+    )
+
+
+def conformance_dir() -> Path:
+    """The shipped conformance suite; collected when no test path is given."""
+    from pytest_libero import conformance
+
+    return Path(conformance.__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        plan = build_plan(config)
+        if plan is None:
+            return
+        is_controller = not hasattr(config, "workerinput")
+        if is_controller:
+            from pytest_libero.inventory import load_inventory, verify_entries
+
+            verify_entries([e.as_dict() for e in plan.entries], load_inventory())
+            plan.profile.build_policy().close()  # a bad factory or option is a usage error
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[PLAN_KEY] = plan
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(conformance_dir())]
+    if is_controller:
+        root = Path(option_value(config, "results") or "libero-results")
+        if not root.is_absolute():
+            root = config.invocation_params.dir / root
+        try:
+            recorder = Recorder.start(plan, root, option_value(config, "run-id"))
+        except SetupError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.pluginmanager.register(recorder, "libero-recorder")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "libero_entry" not in metafunc.fixturenames:
+        return
+    plan = metafunc.config.stash.get(PLAN_KEY, None)
+    if plan is None:
+        skip = pytest.mark.skip(reason="no --libero-profile given: no LIBERO episode runs")
+        metafunc.parametrize("libero_entry", [pytest.param(None, id="no-profile", marks=skip)])
+        return
+    metafunc.parametrize(
+        "libero_entry",
+        [pytest.param(entry, id=entry.case_id) for entry in plan.entries],
+    )
+
+
+class CaseErrored(Exception):
+    """Raised in setup so an errored episode is a pytest *error*, not a failure."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        super().__init__(record["summary"])
+        self.record = record
+
+    def report_text(self) -> str:
+        error = self.record["error"] or {}
+        return f"{self.record['case']}: {self.record['summary']}\n\n{error.get('traceback', '')}"
+
+
+@pytest.fixture(scope="session")
+def libero_plan(pytestconfig: pytest.Config) -> RunPlan:
+    plan = pytestconfig.stash.get(PLAN_KEY, None)
+    if plan is None:
+        pytest.skip("no --libero-profile given: no LIBERO episode runs")
+    return plan
+
+
+@pytest.fixture(scope="session")
+def libero_policy(libero_plan: RunPlan) -> Iterator[Policy]:
+    policy = libero_plan.profile.build_policy()
+    try:
+        yield policy
+    finally:
+        policy.close()
+
+
+@pytest.fixture
+def libero_case(
+    request: pytest.FixtureRequest, libero_plan: RunPlan, libero_policy: Policy, libero_entry: Any
+) -> dict[str, Any]:
+    """Run the case's episode during setup; an errored episode errors the case."""
+    record = run_case(libero_plan, libero_entry, libero_policy)
+    request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
+    if record["outcome"] == "errored":
+        raise CaseErrored(record)
+    return record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, CaseErrored):
+        report.longrepr = call.excinfo.value.report_text()
+    return report

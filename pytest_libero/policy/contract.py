@@ -1,0 +1,128 @@
+"""The policy contract (P5, P6): what a policy sees, what it may answer.
+
+A policy, in-process or behind a socket, receives an :class:`Observation` and answers
+a plain mapping: ``{"actions": (H, 7) floats}``, optionally with ``"stop": True``, or
+``{"stop": True}`` alone. :func:`validate_reply` is the single gate every answer passes
+through, so in-process and remote policies are held to exactly the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from pytest_libero.errors import InvalidAction
+from pytest_libero.protocol import ACTION_DIM, ACTION_HIGH, ACTION_LOW
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy is allowed to see at one decision point, and nothing more.
+
+    ``images`` maps camera name to a contiguous uint8 (256, 256, 3) array already
+    rotated by ``[::-1, ::-1]``. ``proprio`` holds 7 arm joint positions and 2 gripper
+    encoders on the proprio track, else None. The two counters are accounting
+    feedback (how many calls and controls came before), never simulator state.
+    """
+
+    language: str
+    images: Mapping[str, np.ndarray]
+    proprio: np.ndarray | None = None
+    policy_calls: int = 0
+    executed_controls: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A validated answer: an action chunk, a stop signal, or both."""
+
+    actions: np.ndarray | None
+    stop: bool
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def horizon(self) -> int:
+        return 0 if self.actions is None else int(self.actions.shape[0])
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that maps an observation to a reply mapping.
+
+    ``metadata`` is what the policy says about itself (an openpi server's first
+    frame); it lands in the run's identity. ``reset`` starts a new episode.
+    """
+
+    metadata: Mapping[str, Any]
+
+    def reset(self) -> None: ...
+
+    def infer(self, observation: Observation) -> Mapping[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def validate_reply(raw: object) -> Reply:
+    """Check a reply against P6 and return it as float64 actions; never coerce silently."""
+    if not isinstance(raw, Mapping):
+        raise InvalidAction(
+            f"the policy replied with a {type(raw).__name__}, not a map; "
+            "reply with {'actions': array of shape (H, 7)}"
+        )
+    stop = raw.get("stop", False)
+    if not isinstance(stop, (bool, np.bool_)):
+        raise InvalidAction(f"'stop' must be a boolean, got {type(stop).__name__}")
+    extras = {k: v for k, v in raw.items() if k not in ("actions", "stop")}
+    if "actions" not in raw:
+        if stop:
+            return Reply(actions=None, stop=True, extras=extras)
+        raise InvalidAction(
+            f"the reply has no 'actions' (keys: {sorted(map(str, raw))}); "
+            "send {'actions': (H, 7)} or {'stop': true}"
+        )
+    return Reply(actions=validate_chunk(raw["actions"]), stop=bool(stop), extras=extras)
+
+
+def validate_chunk(actions: object) -> np.ndarray:
+    """Return the chunk as a (H, 7) float64 array, or raise InvalidAction saying why."""
+    if isinstance(actions, np.ndarray):
+        array = actions
+    elif isinstance(actions, (list, tuple)):
+        try:
+            array = np.asarray(actions)
+        except ValueError as exc:
+            raise InvalidAction(f"'actions' is a ragged list: {exc}") from None
+    else:
+        raise InvalidAction(
+            f"'actions' is a {type(actions).__name__}; send a float array of shape (H, 7)"
+        )
+    if array.dtype.kind != "f":
+        raise InvalidAction(
+            f"'actions' has dtype {array.dtype}; send float16/32/64 (booleans, integers, "
+            "strings and objects are refused so no value is reinterpreted)"
+        )
+    if array.ndim == 1:
+        array = array.reshape(1, -1)
+    if array.ndim != 2 or array.shape[1] != ACTION_DIM:
+        raise InvalidAction(
+            f"'actions' has shape {tuple(np.shape(actions))}; expected (H, {ACTION_DIM}) "
+            f"or ({ACTION_DIM},): 3 translation, 3 rotation, 1 gripper"
+        )
+    if array.shape[0] == 0:
+        raise InvalidAction("'actions' is an empty chunk (0, 7); send at least one action or stop")
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise InvalidAction(
+            f"'actions' holds a non-finite value {array[tuple(bad)]} at {tuple(int(i) for i in bad)}"
+        )
+    low, high = float(array.min()), float(array.max())
+    if low < ACTION_LOW or high > ACTION_HIGH:
+        raise InvalidAction(
+            f"'actions' leaves the normalized range [{ACTION_LOW:g}, {ACTION_HIGH:g}] "
+            f"(min {low:.6g}, max {high:.6g}); scale to the OSC_POSE contract "
+            "(+-1 = 0.05 m, 0.5 rad; gripper -1 open, +1 close)"
+        )
+    return np.array(array, dtype=np.float64, order="C")

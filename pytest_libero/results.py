@@ -1,0 +1,68 @@
+"""The run folder: <results root>/<profile>/<run id>/ with run.json and results.jsonl.
+
+Only the controller writes here, from the records that reports carry, so a run
+under xdist still has one results.jsonl. Each line is flushed and fsynced as its case
+ends: a killed run keeps every case that finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_libero.errors import SetupError
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC time plus a random suffix."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class RunFolder:
+    """One run's folder; it is created new and never overwrites another run."""
+
+    def __init__(self, root: Path, profile: str, run_id: str) -> None:
+        self.path = root / profile / run_id
+        try:
+            self.path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise SetupError(
+                f"run folder {self.path} already exists; a run never overwrites another. "
+                "Choose another --libero-run-id or leave it unset"
+            ) from None
+        self._results: TextIO = (self.path / "results.jsonl").open("a", encoding="utf-8")
+
+    def write_json(self, name: str, data: Any) -> Path:
+        """Write a JSON file atomically (temp file, fsync, rename)."""
+        target = self.path / name
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        with tmp.open("w", encoding="utf-8") as stream:
+            json.dump(data, stream, indent=1, sort_keys=True, default=str)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        tmp.replace(target)
+        return target
+
+    def append_result(self, record: dict[str, Any]) -> None:
+        self._results.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        self._results.flush()
+        os.fsync(self._results.fileno())
+
+    def close(self) -> None:
+        self._results.close()
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Read results.jsonl, ignoring a torn last line left by a killed writer."""
+    records = []
+    for line in (path / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
