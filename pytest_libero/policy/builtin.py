@@ -73,8 +73,12 @@ class ReplayPolicy(_Builtin):
 
     name = "replay"
 
-    def __init__(self, actions: str | Path, chunk: int = 5) -> None:
+    def __init__(self, actions: str | Path | None = None, chunk: int = 5) -> None:
         super().__init__(chunk)
+        if actions is None:
+            raise ValueError(
+                "the replay policy needs an action file: --libero-policy-option actions=PATH"
+            )
         path = Path(actions).expanduser()
         if not path.is_file():
             raise FileNotFoundError(

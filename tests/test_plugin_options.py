@@ -1,0 +1,109 @@
+"""The plugin without the simulator: options, ini keys, collection, usage errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_libero.catalog import load_catalog
+
+pytest_plugins = ["pytester"]
+
+
+def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    for flag in ("profile", "scope", "suite", "task-ids", "mode", "budget-mode",
+                 "max-policy-calls", "replan-interval", "track", "results", "run-id"):
+        result.stdout.fnmatch_lines([f"*--libero-{flag}*"])
+    result.stdout.fnmatch_lines(["*libero_profile (string)*"])
+
+
+def test_scope_all_collects_130_cases_in_native_order(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--libero-profile=zero", "--libero-scope=all", "--collect-only", "-q")
+    expected = [f"test_libero.py::test_libero_task[{e.case_id}]" for e in load_catalog().entries]
+    lines = [line for line in result.stdout.lines if "::test_libero_task[" in line]
+    assert lines == expected
+    assert result.ret == 0
+
+
+def test_ini_keys_mirror_options(pytester: pytest.Pytester) -> None:
+    pytester.makeini("""
+        [pytest]
+        libero_profile = zero
+        libero_scope = task_coverage
+        libero_suite = libero_object
+        libero_task_ids = 2-4
+    """)
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "*test_libero_task[[]libero_object-02]",
+        "*test_libero_task[[]libero_object-03]",
+        "*test_libero_task[[]libero_object-04]",
+        "3 tests collected*",
+    ])
+
+
+def test_cli_overrides_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nlibero_profile = zero\nlibero_scope = all\n")
+    result = pytester.runpytest("--libero-scope=smoke", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["2 tests collected*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--libero-mode=full"], "*full mode is not available*--libero-mode=fast*"),
+        (["--libero-scope=huge"], "*--libero-scope='huge' is unknown; allowed: smoke, development*"),
+        (["--libero-scope=task_coverage", "--libero-suite=libero_10"], "*needs both*"),
+        (["--libero-scope=task_coverage", "--libero-suite=libero_11", "--libero-task-ids=0"],
+         "*not a LIBERO suite*"),
+        (["--libero-scope=development", "--libero-task-ids=7"], "*ids 0-4; got [[]7]*"),
+        (["--libero-budget-mode=forever"], "*allowed: horizon, decisions*"),
+        (["--libero-max-policy-calls=0", "--libero-budget-mode=decisions"], "*at least 1*"),
+        (["--libero-replan-interval=x"], "*not an integer*"),
+        (["--libero-track=depth"], "*allowed: rgb, rgb+proprio*"),
+        (["--libero-policy-option=chunk"], "*write KEY=VALUE*"),
+        (["--libero-policy-option=chunk=0"], "*chunk must be at least 1*"),
+    ],
+)
+def test_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    result = pytester.runpytest("--libero-profile=zero", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_replay_without_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--libero-profile=replay")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs an action file: --libero-policy-option actions=PATH*"])
+
+
+def test_without_profile_no_episode_runs(pytester: pytest.Pytester) -> None:
+    from pytest_libero.plugin import conformance_dir
+
+    result = pytester.runpytest(str(conformance_dir()), "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no --libero-profile given: no LIBERO episode runs*"])
+
+
+def test_collection_does_not_import_the_simulator(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import sys
+        def pytest_collection_finish(session):
+            loaded = sorted(m for m in ("robosuite", "mujoco", "libero.libero.envs") if m in sys.modules)
+            print("SIMULATOR-MODULES", loaded)
+    """)
+    result = pytester.runpytest_subprocess("--libero-profile=zero", "--libero-scope=all", "--collect-only", "-q", "-s")
+    result.stdout.fnmatch_lines(["SIMULATOR-MODULES []"])
+
+
+def test_run_folder_is_never_reused(pytester: pytest.Pytester) -> None:
+    args = ["--libero-profile=zero", "--collect-only", "--libero-run-id=fixed", "--libero-results=out"]
+    assert pytester.runpytest(*args).ret == 0
+    run_json = json.loads((pytester.path / "out" / "zero" / "fixed" / "run.json").read_text())
+    assert run_json["plan"]["cases"] == ["libero_10-00", "libero_10-01"]
+    assert run_json["plan"]["evidence_class"] == "infrastructure"
+    again = pytester.runpytest(*args)
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    again.stderr.fnmatch_lines(["*already exists; a run never overwrites another*"])

@@ -1,0 +1,209 @@
+"""Real LIBERO episodes through the plugin (pytester), checked against hand-computed values.
+
+Every test here builds real MuJoCo environments: caps are small so the suite fits
+CI on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_libero.protocol import SEED, SETTLE_ACTION, SETTLE_CONTROLS
+
+pytestmark = pytest.mark.simulator
+pytest_plugins = ["pytester"]
+
+RECORDING_POLICY = '''
+import dataclasses, json
+from pathlib import Path
+import numpy as np
+
+HOLD = [0, 0, 0, 0, 0, 0, -1.0]
+
+
+class Recording:
+    """Replies from a script keyed by call number and records what it was shown."""
+
+    def __init__(self, log, script="", dump=""):
+        self.log = Path(log)
+        self.script = json.loads(script) if script else {}
+        self.dump = dump
+        self.metadata = {"policy": "recording"}
+        self.call = 0
+
+    def reset(self):
+        self.call = 0
+
+    def infer(self, obs):
+        self.call += 1
+        entry = {
+            "call": self.call,
+            "fields": sorted(f.name for f in dataclasses.fields(obs)),
+            "language": obs.language,
+            "images": {k: [list(v.shape), str(v.dtype), bool(v.flags.c_contiguous)] for k, v in obs.images.items()},
+            "proprio": None if obs.proprio is None else obs.proprio.tolist(),
+            "policy_calls": obs.policy_calls,
+            "executed_controls": obs.executed_controls,
+        }
+        with self.log.open("a") as stream:
+            stream.write(json.dumps(entry) + "\\n")
+        if self.dump and self.call == 1:
+            np.savez(self.dump, proprio=obs.proprio if obs.proprio is not None else np.zeros(0), **obs.images)
+        step = self.script.get(str(self.call), 1)
+        if step == "stop":
+            return {"stop": True}
+        if step == "nan-if-soup" and "alphabet soup" in obs.language:
+            return {"actions": np.full((2, 7), np.nan)}
+        n = int(step) if isinstance(step, int) else 1
+        return {"actions": np.tile(HOLD, (n, 1))}
+
+    def close(self):
+        pass
+'''
+
+
+def write_profile(pytester: pytest.Pytester, *, track: str = "rgb", options: str = "") -> Path:
+    pytester.makepyfile(recording_policy=RECORDING_POLICY)
+    pytester.syspathinsert()
+    return pytester.makefile(".toml", profile=f'''
+        name = "recording"
+        track = "{track}"
+        [policy]
+        factory = "recording_policy:Recording"
+        options = {{ log = "{pytester.path / 'calls.jsonl'}"{options} }}
+    ''')
+
+
+def records(pytester: pytest.Pytester, profile: str) -> list[dict[str, Any]]:
+    [run] = (pytester.path / "libero-results" / profile).iterdir()
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def calls(pytester: pytest.Pytester) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
+
+
+def test_zero_policy_smoke_over_the_default_scope(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "--libero-profile=zero", "--libero-budget-mode=decisions",
+        "--libero-max-policy-calls=2", "--libero-replan-interval=2",
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*test_libero_task[[]libero_10-00]*",
+        "*no native success: control cap reached after 4 controls, 2 policy calls, 2 decisions*",
+        "*profile zero (infrastructure evidence, not a capability claim)*",
+        "*2 selected, 2 completed, 0 success, 2 failure, 0 errored, 0 unattempted*",
+    ])
+    found = records(pytester, "zero")
+    assert [r["case"] for r in found] == ["libero_10-00", "libero_10-01"]
+    for record in found:
+        assert record["outcome"] == "failure" and record["truncation"] == "control_cap"
+        assert record["counters"]["executed_controls"] == 4
+        assert record["counters"]["init_controls"] == SETTLE_CONTROLS
+        assert record["evidence_class"] == "infrastructure"
+        assert len(record["identity"]["bddl_sha256"]) == 64
+        assert record["identity"]["seed"] == SEED
+
+
+def test_decisions_budget_counters_are_exact(pytester: pytest.Pytester) -> None:
+    # D=4, K=3. Call 1: chunk of 5 -> 3 executed. Call 2: stop only -> no decision.
+    # Call 3: chunk of 3 -> 3. Call 4: chunk of 2 (short final chunk) -> 2. Then D is spent.
+    script = json.dumps({"1": 5, "2": "stop", "3": 3, "4": 2}).replace('"', '\\"')
+    profile = write_profile(pytester, options=f', script = "{script}"')
+    result = pytester.runpytest(
+        f"--libero-profile={profile}", "--libero-scope=task_coverage",
+        "--libero-suite=libero_object", "--libero-task-ids=0",
+        "--libero-budget-mode=decisions", "--libero-max-policy-calls=4", "--libero-replan-interval=3",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*policy-call cap reached after 8 controls, 4 policy calls, 3 decisions*"])
+    [record] = records(pytester, "recording")
+    assert record["counters"] == {
+        "policy_calls": 4, "decisions": 3, "executed_controls": 8, "init_controls": 10,
+        "stop_signals": 1, "first_success_control": None, "first_success_policy_call": None,
+    }
+    assert [(c["horizon"], c["executed"], c["stop"]) for c in record["chunks"]] == [
+        (5, 3, False), (0, 0, True), (3, 3, False), (2, 2, False)]
+    assert record["truncation"] == "policy_call_cap" and record["termination"] is None
+    assert record["budget"]["control_cap"] == 12
+    assert record["budget"]["cap_source"] == "decisions: max_policy_calls 4 x replan_interval 3"
+    seen = calls(pytester)
+    assert [(c["policy_calls"], c["executed_controls"]) for c in seen] == [(0, 0), (1, 3), (2, 3), (3, 6)]
+    assert seen[0]["language"] == "pick up the alphabet soup and place it in the basket"
+
+
+def test_proprio_track_delivers_nine_encoders_and_nothing_private(pytester: pytest.Pytester) -> None:
+    dump = pytester.path / "first_obs.npz"
+    profile = write_profile(pytester, track="rgb+proprio", options=f', dump = "{dump}"')
+    result = pytester.runpytest(
+        f"--libero-profile={profile}", "--libero-scope=task_coverage",
+        "--libero-suite=libero_object", "--libero-task-ids=0",
+        "--libero-budget-mode=decisions", "--libero-max-policy-calls=1", "--libero-replan-interval=1",
+    )
+    result.assert_outcomes(failed=1)
+    [first] = calls(pytester)
+    # The observation type itself is the whitelist: nothing else can reach a policy.
+    assert first["fields"] == ["executed_controls", "images", "language", "policy_calls", "proprio"]
+    assert first["images"] == {
+        "agentview": [[256, 256, 3], "uint8", True],
+        "robot0_eye_in_hand": [[256, 256, 3], "uint8", True],
+    }
+    assert len(first["proprio"]) == 9
+    [record] = records(pytester, "recording")
+    assert record["track"] == "rgb+proprio"
+
+    # Independent check of P4/P5 against a LIBERO env driven by hand (privileged).
+    native = native_first_observation("libero_object", 0)
+    delivered = np.load(dump)
+    assert np.array_equal(delivered["agentview"], native["agentview_image"][::-1, ::-1])
+    assert np.array_equal(delivered["robot0_eye_in_hand"], native["robot0_eye_in_hand_image"][::-1, ::-1])
+    expected = np.concatenate([native["robot0_joint_pos"], native["robot0_gripper_qpos"]])
+    assert np.array_equal(delivered["proprio"], expected)
+    private = [native[k] for k in ("robot0_eef_pos", "robot0_eef_quat", "alphabet_soup_1_pos")]
+    for value in private:  # no private vector hides inside what was delivered
+        assert not any(np.allclose(value, delivered["proprio"][i : i + len(value)])
+                       for i in range(10 - len(value)))
+
+
+def native_first_observation(suite: str, index: int) -> dict[str, Any]:
+    """The first policy observation as LIBERO's own API yields it, per P4."""
+    from libero.libero import benchmark
+    from libero.libero.envs import OffScreenRenderEnv
+
+    task_suite = benchmark.get_benchmark_dict()[suite](task_order_index=0)
+    env = OffScreenRenderEnv(bddl_file_name=task_suite.get_task_bddl_file_path(index),
+                             camera_heights=256, camera_widths=256)
+    try:
+        env.seed(SEED)
+        env.reset()
+        env.set_init_state(task_suite.get_task_init_states(index)[0])
+        for _ in range(SETTLE_CONTROLS):
+            obs, _, _, _ = env.step(list(SETTLE_ACTION))
+        return dict(obs)
+    finally:
+        env.close()
+
+
+def test_invalid_action_errors_one_case_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    script = json.dumps({"1": "nan-if-soup"}).replace('"', '\\"')
+    profile = write_profile(pytester, options=f', script = "{script}"')
+    result = pytester.runpytest(
+        f"--libero-profile={profile}", "--libero-budget-mode=decisions",
+        "--libero-max-policy-calls=1", "--libero-replan-interval=1",
+    )
+    result.assert_outcomes(errors=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of test_libero_task[[]libero_10-00]*",
+        "*errored (invalid_action): 'actions' holds a non-finite value nan*",
+        "*2 selected, 1 completed, 0 success, 1 failure, 1 errored, 0 unattempted*",
+    ])
+    first, second = records(pytester, "recording")
+    assert first["outcome"] == "errored" and first["error"]["kind"] == "invalid_action"
+    assert first["counters"]["policy_calls"] == 1 and first["counters"]["executed_controls"] == 0
+    assert second["outcome"] == "failure" and second["counters"]["executed_controls"] == 1
