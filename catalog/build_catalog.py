@@ -25,7 +25,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pytest_libero.inventory import array_sha256  # noqa: E402
+from pytest_libero.inventory import states_sha256  # noqa: E402
 from pytest_libero.protocol import SOURCE_PIN, SUITES, TASK_ORDER_INDEX  # noqa: E402
 
 DATA_DIR = REPO_ROOT / "pytest_libero" / "data"
@@ -159,8 +159,8 @@ def collect() -> list[dict[str, Any]]:
                     "n_init_states": int(states.shape[0]),
                     "state_dim": int(states.shape[1]),
                     "init_dtype": str(states.dtype),
-                    "states_array_sha256": array_sha256(states),
-                    "state0_sha256": array_sha256(states[0]),
+                    "states_array_sha256": states_sha256(states),
+                    "state0_sha256": states_sha256(states[0]),
                 }
             )
     return records

@@ -12,9 +12,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from pytest_libero.data import data_path
 from pytest_libero.errors import SetupError
 from pytest_libero.protocol import SUITES
 
@@ -79,7 +79,7 @@ class Catalog:
 
 
 def _data_bytes(name: str) -> bytes:
-    return resources.files("pytest_libero").joinpath("data", name).read_bytes()
+    return data_path(name).read_bytes()
 
 
 @cache

@@ -23,6 +23,7 @@ import numpy as np
 
 from pytest_libero.data import data_path
 from pytest_libero.errors import SetupError
+from pytest_libero.identity import array_sha256, sha256_file
 
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
 INVENTORY_FILE = "libero_inventory.json"
@@ -34,14 +35,13 @@ _FIX = (
 )
 
 
-def array_sha256(states: np.ndarray) -> str:
-    """Digest of an array's values, independent of how it was stored.
+def states_sha256(states: np.ndarray) -> str:
+    """Digest of init states as float64 C-order values, independent of how they were stored.
 
-    The array is converted to float64 in C order first, so the same states give the same
-    digest whether they came from a torch pickle, an .npz or a Fortran-ordered copy.
+    The same states give the same digest whether they came from a torch pickle, an .npz
+    or a Fortran-ordered copy.
     """
-    data = np.ascontiguousarray(states, dtype=np.float64)
-    return hashlib.sha256(data.tobytes(order="C")).hexdigest()
+    return array_sha256(np.asarray(states, dtype=np.float64))
 
 
 def installed_files(entry_bddl_file: str, entry_init_states_file: str) -> tuple[Path, Path]:
@@ -159,7 +159,7 @@ def _file_sha256(path: Path) -> str:
     key = _file_key(path)
     cached = _file_cache.get(key)
     if cached is None:
-        cached = hashlib.sha256(path.read_bytes()).hexdigest()
+        cached = sha256_file(path)
         _file_cache[key] = cached
     return cached
 
@@ -185,8 +185,8 @@ def _states_digest(path: Path) -> _StatesDigest:
         cached = _StatesDigest(
             n_init_states=int(states.shape[0]),
             state_dim=int(states.shape[1]),
-            states_array_sha256=array_sha256(states),
-            state0_sha256=array_sha256(states[0]) if states.shape[0] else "",
+            states_array_sha256=states_sha256(states),
+            state0_sha256=states_sha256(states[0]) if states.shape[0] else "",
         )
         _states_cache[key] = cached
     return cached

@@ -11,10 +11,11 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import import_module, resources
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.data import data_path
 from pytest_libero.episode import StopRule
 from pytest_libero.errors import SetupError
 from pytest_libero.identity import sha256_bytes
@@ -84,7 +85,7 @@ class Profile:
 
 
 def builtin_names() -> list[str]:
-    folder = resources.files("pytest_libero").joinpath("data", "profiles")
+    folder = data_path("profiles")
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -95,7 +96,7 @@ def load_profile(name_or_path: str) -> Profile:
         if not path.is_file():
             raise SetupError(f"--libero-profile: no profile file at {path}")
         return parse_profile(path.read_bytes(), str(path.resolve()))
-    resource = resources.files("pytest_libero").joinpath("data", "profiles", f"{name_or_path}.toml")
+    resource = data_path("profiles").joinpath(f"{name_or_path}.toml")
     if not resource.is_file():
         raise SetupError(
             f"--libero-profile={name_or_path!r} is not a shipped profile; "

@@ -25,7 +25,7 @@ from pytest_libero.data import data_path
 from pytest_libero.errors import SetupError
 from pytest_libero.inventory import (
     InventoryMismatch,
-    array_sha256,
+    states_sha256 as array_sha256,
     installed_files,
     load_inventory,
     verify_entries,

