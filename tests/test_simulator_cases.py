@@ -207,3 +207,25 @@ def test_invalid_action_errors_one_case_and_the_run_goes_on(pytester: pytest.Pyt
     assert first["outcome"] == "errored" and first["error"]["kind"] == "invalid_action"
     assert first["counters"]["policy_calls"] == 1 and first["counters"]["executed_controls"] == 0
     assert second["outcome"] == "failure" and second["counters"]["executed_controls"] == 1
+
+
+def test_replayed_actions_succeed_natively(pytester: pytest.Pytester) -> None:
+    data = Path(__file__).parent / "data"
+    meta = json.loads((data / "replay_libero_object_00.json").read_text())
+    assert meta["first_success_control"] == 71
+    result = pytester.runpytest(
+        "--libero-profile=replay", f"--libero-policy-option=actions={data / 'replay_libero_object_00.npy'}",
+        "--libero-scope=task_coverage", "--libero-suite=libero_object", "--libero-task-ids=0",
+    )
+    result.assert_outcomes(passed=1)
+    [record] = records(pytester, "replay")
+    assert record["outcome"] == "success" and record["termination"] == "success"
+    assert record["truncation"] is None
+    # Horizon mode, K=5: calls 1-14 run controls 1-70; call 15's first action is control 71.
+    assert record["budget"]["control_cap"] == 280 and record["budget"]["mode"] == "horizon"
+    counters = record["counters"]
+    assert counters["first_success_control"] == 71
+    assert counters["first_success_policy_call"] == 15
+    assert (counters["executed_controls"], counters["policy_calls"], counters["decisions"]) == (71, 15, 15)
+    assert record["chunks"][-1] == {"call": 15, "horizon": 5, "executed": 1, "stop": False}
+    assert record["evidence_class"] == "infrastructure"
