@@ -221,11 +221,12 @@ def test_replayed_actions_succeed_natively(pytester: pytest.Pytester) -> None:
     [record] = records(pytester, "replay")
     assert record["outcome"] == "success" and record["termination"] == "success"
     assert record["truncation"] is None
-    # Horizon mode, K=5: calls 1-14 run controls 1-70; call 15's first action is control 71.
+    # Horizon mode, K=5: calls 1-14 run controls 1-70; call 15 gets the file's last action,
+    # control 71, and LIBERO's check fires on it.
     assert record["budget"]["control_cap"] == 280 and record["budget"]["mode"] == "horizon"
     counters = record["counters"]
     assert counters["first_success_control"] == 71
     assert counters["first_success_policy_call"] == 15
     assert (counters["executed_controls"], counters["policy_calls"], counters["decisions"]) == (71, 15, 15)
-    assert record["chunks"][-1] == {"call": 15, "horizon": 5, "executed": 1, "stop": False}
+    assert record["chunks"][-1] == {"call": 15, "horizon": 1, "executed": 1, "stop": False}
     assert record["evidence_class"] == "infrastructure"
