@@ -164,7 +164,7 @@ def _file_sha256(path: Path) -> str:
     return cached
 
 
-def _load_states(path: Path) -> np.ndarray:
+def load_states(path: Path) -> np.ndarray:
     """Read the released states without pickle, as the distribution's loader does."""
     loaded = np.load(path, allow_pickle=False)
     if isinstance(loaded, np.lib.npyio.NpzFile):
@@ -181,7 +181,7 @@ def _states_digest(path: Path) -> _StatesDigest:
     key = _file_key(path)
     cached = _states_cache.get(key)
     if cached is None:
-        states = _load_states(path)
+        states = load_states(path)
         cached = _StatesDigest(
             n_init_states=int(states.shape[0]),
             state_dim=int(states.shape[1]),

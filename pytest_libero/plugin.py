@@ -8,10 +8,10 @@ recorder. The simulator is never imported here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -80,10 +80,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             default=None,
             help=option.help + (f" [default: {option.default}]" if option.default else ""),
         )
+        ini_type: Literal["linelist", "string"] = "linelist" if repeatable else "string"
         parser.addini(
             option.dest,
             help=option.help,
-            type="linelist" if repeatable else "string",
+            type=ini_type,
             default=[] if repeatable else (option.default or ""),
         )
 
@@ -241,7 +242,10 @@ def libero_case(
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Show an errored episode as its recorded cause, not as fixture internals."""
     report = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, CaseErrored):
         report.longrepr = call.excinfo.value.report_text()

