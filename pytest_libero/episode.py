@@ -68,6 +68,10 @@ class EpisodeEnv(Protocol):
         """Execute one control; return LIBERO's native success after it."""
         ...
 
+    def frame(self) -> np.ndarray:
+        """The agentview image after the last control, rotated as the policy sees it."""
+        ...
+
 
 class EpisodeListener(Protocol):
     """Receives evidence as it happens, so nothing is kept in memory for later."""
@@ -76,7 +80,9 @@ class EpisodeListener(Protocol):
 
     def on_reply(self, call: int, reply: Reply, executed: int) -> None: ...
 
-    def on_control(self, control: int, action: np.ndarray) -> None: ...
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+        """``frame`` renders on demand, so a listener that skips frames costs nothing."""
+        ...
 
 
 class _Silent:
@@ -86,7 +92,7 @@ class _Silent:
     def on_reply(self, call: int, reply: Reply, executed: int) -> None:
         pass
 
-    def on_control(self, control: int, action: np.ndarray) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
         pass
 
 
@@ -187,7 +193,7 @@ def run_episode(
                     success = _call_env(env.step, action)
                     counters.executed_controls += 1
                     executed += 1
-                    sink.on_control(counters.executed_controls, action)
+                    sink.on_control(counters.executed_controls, action, env.frame)
                     if success:
                         counters.first_success_control = counters.executed_controls
                         counters.first_success_policy_call = call

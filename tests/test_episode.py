@@ -32,6 +32,9 @@ class FakeEnv:
         return Observation("task", {"agentview": image, "robot0_eye_in_hand": image}, None,
                            policy_calls, executed_controls)
 
+    def frame(self) -> np.ndarray:
+        return np.full((256, 256, 3), len(self.steps), np.uint8)
+
     def step(self, action: np.ndarray) -> bool:
         self.steps.append(action)
         if self.fail_at is not None and len(self.steps) == self.fail_at:

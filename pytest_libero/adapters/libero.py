@@ -113,6 +113,9 @@ class LiberoEpisode:
             executed_controls=executed_controls,
         )
 
+    def frame(self) -> np.ndarray:
+        return np.ascontiguousarray(self._obs["agentview_image"][::-1, ::-1])
+
     def step(self, action: np.ndarray) -> bool:
         self._obs, _, done, _ = self._env.step(action)
         return bool(done)
