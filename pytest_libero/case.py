@@ -13,7 +13,13 @@ from typing import Any
 
 from pytest_libero.adapters import get_adapter
 from pytest_libero.catalog import Entry
-from pytest_libero.episode import EpisodeListener, EpisodeResult, error_record, run_episode
+from pytest_libero.episode import (
+    EpisodeListener,
+    EpisodeResult,
+    call_policy,
+    error_record,
+    run_episode,
+)
 from pytest_libero.errors import EpisodeError
 from pytest_libero.plan import RunPlan
 from pytest_libero.policy.contract import Policy
@@ -33,13 +39,15 @@ def run_case(
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
     try:
+        # Reach the policy before paying for a simulator: a dead server costs seconds.
+        call_policy(policy.reset)
         adapter = get_adapter(adapter_name)
         t0 = time.perf_counter()
         episode = adapter.open(entry, track=plan.track, control_cap=budget.control_cap)
         timings["setup_s"] = round(time.perf_counter() - t0, 3)
     except EpisodeError as exc:
         result = EpisodeResult(outcome="errored", error=error_record(exc))
-    except Exception as exc:  # an adapter that failed to import or construct
+    except Exception as exc:  # noqa: BLE001 - an adapter that failed to import or construct
         result = EpisodeResult(outcome="errored", error=error_record(exc, kind="environment"))
     else:
         identity = episode.identity
@@ -65,6 +73,7 @@ def run_case(
         "budget": budget.as_dict(),
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
+        "policy_metadata": dict(policy.metadata),
         "outcome": result.outcome,
         "termination": result.termination,
         "truncation": result.truncation,

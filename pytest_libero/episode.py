@@ -163,14 +163,16 @@ def run_episode(
     init_controls: int,
     listener: EpisodeListener | None = None,
 ) -> EpisodeResult:
-    """Drive one episode to native success, truncation or error; never raise."""
+    """Drive one episode to native success, truncation or error; never raise.
+
+    The policy must already be reset for this episode (see ``case.run_case``).
+    """
     sink: EpisodeListener = listener or _Silent()
     result = EpisodeResult()
     counters = result.counters
     counters.init_controls = init_controls
     consecutive_stops = 0
     try:
-        _call_policy(policy.reset)
         while True:
             if counters.executed_controls >= budget.control_cap:
                 result.truncation = "control_cap"
@@ -181,7 +183,7 @@ def run_episode(
             observation = _call_env(env.observe, counters.policy_calls, counters.executed_controls)
             call = counters.policy_calls + 1
             sink.on_observation(call, observation)
-            raw = _call_policy(policy.infer, observation)
+            raw = call_policy(policy.infer, observation)
             counters.policy_calls = call
             reply = validate_reply(raw)
             executed = 0
@@ -229,7 +231,7 @@ def _call_env(fn: Callable[..., Any], *args: Any) -> Any:
         raise EnvironmentFault(f"the simulator raised {type(exc).__name__}: {exc}") from exc
 
 
-def _call_policy(fn: Callable[..., Any], *args: Any) -> Any:
+def call_policy(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except EpisodeError:

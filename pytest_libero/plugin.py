@@ -18,12 +18,14 @@ import pytest
 from pytest_libero.case import run_case
 from pytest_libero.catalog import SelectionRequest, parse_task_ids
 from pytest_libero.errors import SetupError
+from pytest_libero.launcher import LaunchedServer
 from pytest_libero.plan import RunPlan, make_plan
 from pytest_libero.policy.contract import Policy
-from pytest_libero.profiles import load_profile
+from pytest_libero.profiles import load_profile, parse_policy_options
 from pytest_libero.recorder import RECORD_PROPERTY, Recorder
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
+RECORDER_KEY = pytest.StashKey[Recorder]()
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ OPTIONS = (
             "from the profile"),
     _Option("policy-option", "KEY=VALUE passed to the profile's policy factory, repeatable "
             "(e.g. actions=path.npy for replay); ini: one per line"),
+    _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
+    _Option("call-timeout", "seconds one policy call may take before the case errors; "
+            "overrides the profile's"),
     _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
             "libero-results"),
     _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "
@@ -108,23 +113,17 @@ def _int_option(config: pytest.Config, name: str) -> int | None:
         raise SetupError(f"--libero-{name}={value!r} is not an integer") from None
 
 
-def parse_policy_options(items: list[str] | None) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise SetupError(f"--libero-policy-option {item!r}: write KEY=VALUE")
-        options[key.strip()] = _scalar(text.strip())
-    return options
-
-
-def _scalar(text: str) -> Any:
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
+def _float_option(config: pytest.Config, name: str) -> float | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise SetupError(f"--libero-{name}={value!r} must be a positive number of seconds")
+    return seconds
 
 
 def build_plan(config: pytest.Config) -> RunPlan | None:
@@ -138,8 +137,10 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
         mode=option_value(config, "mode") or "fast",
     )
-    profile = load_profile(profile_name).with_options(
-        parse_policy_options(option_value(config, "policy-option"))
+    profile = load_profile(profile_name).with_overrides(
+        options=parse_policy_options(option_value(config, "policy-option")),
+        endpoint=option_value(config, "endpoint"),
+        call_timeout=_float_option(config, "call-timeout"),
     )
     return make_plan(
         profile,
@@ -183,7 +184,26 @@ def pytest_configure(config: pytest.Config) -> None:
             recorder = Recorder.start(plan, root, option_value(config, "run-id"))
         except SetupError as exc:
             raise pytest.UsageError(str(exc)) from None
+        config.stash[RECORDER_KEY] = recorder
         config.pluginmanager.register(recorder, "libero-recorder")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Launch the profile's policy server, if it has one, once, on the controller."""
+    config = session.config
+    plan = config.stash.get(PLAN_KEY, None)
+    if plan is None or plan.profile.launch is None or hasattr(config, "workerinput"):
+        return
+    if config.option.collectonly:
+        return
+    log = config.stash[RECORDER_KEY].folder.path / "server.log"
+    server = LaunchedServer(plan.profile.launch, plan.profile.endpoint or "", log)
+    try:
+        server.start()
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.add_cleanup(server.stop)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

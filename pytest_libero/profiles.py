@@ -1,4 +1,4 @@
-"""Model profiles: what a model needs (transport, track, budgets, stop rule).
+"""Model profiles: what a model needs (transport, request keys, track, budgets, stop rule).
 
 A profile describes the model, not the operator. It is a TOML file, shipped ones in
 ``pytest_libero/data/profiles`` or any path; every key is validated on load and an
@@ -10,22 +10,48 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import numpy as np
 
 from pytest_libero.data import data_path
 from pytest_libero.episode import StopRule
 from pytest_libero.errors import SetupError
 from pytest_libero.identity import sha256_bytes
+from pytest_libero.policy.layout import RequestLayout
+from pytest_libero.policy.remote import WebsocketPolicy
 from pytest_libero.protocol import BUDGET_MODES, DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, TRACKS
 
-TRANSPORTS = ("inprocess",)
-_TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "budget", "stop"}
-_POLICY_KEYS = {"transport", "factory", "options"}
+TRANSPORTS = ("inprocess", "websocket")
+_TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
+             "budget", "stop"}
+_POLICY_KEYS = {"transport", "factory", "options", "endpoint", "connect_timeout", "call_timeout",
+                "wait_s"}
+_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
+_LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}
+_CONSTANT_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the plugin starts the model's server itself, and how long it waits."""
+
+    command: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    startup_timeout: float
+
+    def argv(self, endpoint: str) -> list[str]:
+        """The command with {host} and {port} filled from the endpoint."""
+        parts = urlsplit(endpoint)
+        fields = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 8000)}
+        return [arg.format(**fields) for arg in self.command]
 
 
 @dataclass(frozen=True)
@@ -45,31 +71,45 @@ class Profile:
     replan_interval: int
     max_policy_calls: int
     stop_rule: StopRule
-    raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    endpoint: str | None = None
+    connect_timeout: float = 10.0
+    call_timeout: float = 60.0
+    wait_s: float = 30.0
+    layout: RequestLayout = field(default_factory=RequestLayout)
+    launch: Launch | None = None
 
-    def with_options(self, overrides: Mapping[str, Any]) -> Profile:
-        """The same profile with operator-given policy options layered on top."""
-        if not overrides:
-            return self
-        return Profile(**{**self.__dict__, "options": {**self.options, **overrides}})
+    def with_overrides(
+        self,
+        options: Mapping[str, Any] | None = None,
+        endpoint: str | None = None,
+        call_timeout: float | None = None,
+    ) -> Profile:
+        """The same profile with the operator's settings layered on top."""
+        changes: dict[str, Any] = {}
+        if options:
+            changes["options"] = {**self.options, **options}
+        if endpoint is not None:
+            changes["endpoint"] = endpoint
+        if call_timeout is not None:
+            changes["call_timeout"] = call_timeout
+        return replace(self, **changes) if changes else self
 
     def build_policy(self) -> Any:
-        """Instantiate the in-process policy the profile names."""
-        module, _, attribute = self.factory.partition(":")
-        try:
-            factory = getattr(import_module(module), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise SetupError(
-                f"profile {self.name!r} ({self.source}): policy.factory {self.factory!r} "
-                f"cannot be imported ({exc}); give an importable 'module:callable'"
-            ) from exc
-        try:
-            return factory(**self.options)
-        except (TypeError, ValueError, OSError) as exc:
-            raise SetupError(
-                f"profile {self.name!r} ({self.source}): {self.factory} rejected the policy "
-                f"options {dict(self.options)}: {exc}"
-            ) from exc
+        """Build the profile's policy; a remote one connects at its first episode."""
+        if self.transport == "websocket":
+            if not self.endpoint:
+                raise SetupError(
+                    f"profile {self.name!r} ({self.source}): no policy.endpoint; set it in "
+                    "the profile or pass --libero-endpoint=ws://HOST:PORT"
+                )
+            return WebsocketPolicy(
+                self.endpoint,
+                layout=self.layout,
+                connect_timeout=self.connect_timeout,
+                call_timeout=self.call_timeout,
+                wait_s=self.wait_s,
+            )
+        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})")
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -79,9 +119,49 @@ class Profile:
             "infrastructure": self.infrastructure,
             "track": self.track,
             "transport": self.transport,
-            "factory": self.factory,
+            "factory": self.factory or None,
             "options": {k: str(v) for k, v in self.options.items()},
+            "endpoint": self.endpoint,
+            "request_layout": self.layout.describe() if self.transport == "websocket" else None,
+            "call_timeout": self.call_timeout,
         }
+
+
+def build_inprocess(factory_path: str, options: Mapping[str, Any], owner: str) -> Any:
+    """Import ``module:callable`` and call it with the options."""
+    module, _, attribute = factory_path.partition(":")
+    try:
+        factory = getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SetupError(
+            f"{owner}: policy.factory {factory_path!r} cannot be imported ({exc}); "
+            "give an importable 'module:callable'"
+        ) from exc
+    try:
+        return factory(**options)
+    except (TypeError, ValueError, OSError) as exc:
+        raise SetupError(
+            f"{owner}: {factory_path} rejected the policy options {dict(options)}: {exc}"
+        ) from exc
+
+
+def parse_policy_options(items: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SetupError(f"--libero-policy-option {item!r}: write KEY=VALUE")
+        options[key.strip()] = _scalar(text.strip())
+    return options
+
+
+def _scalar(text: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def builtin_names() -> list[str]:
@@ -116,15 +196,28 @@ def parse_profile(data: bytes, source: str) -> Profile:
     policy = check.table(raw, "policy")
     check.keys(policy, _POLICY_KEYS, "policy.")
     transport = check.choice(policy, "transport", TRANSPORTS, "policy.", default="inprocess")
-    factory = check.string(policy, "factory", "policy.")
-    if ":" not in factory:
-        check.fail("policy.factory", f"{factory!r}", "'module:callable'")
+    if transport == "inprocess":
+        factory = check.string(policy, "factory", "policy.")
+        if ":" not in factory:
+            check.fail("policy.factory", f"{factory!r}", "'module:callable'")
+        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s"):
+            if key in policy:
+                check.fail(f"policy.{key}", "set", "only with transport = 'websocket'")
+    else:
+        factory = ""
+        if "factory" in policy or "options" in policy:
+            check.fail("policy.factory", "set", "only with transport = 'inprocess'")
+    endpoint = policy.get("endpoint")
+    if endpoint is not None and not (isinstance(endpoint, str) and endpoint.startswith(("ws://", "wss://"))):
+        check.fail("policy.endpoint", repr(endpoint), "a ws://HOST:PORT address")
     options = check.table(policy, "options", required=False)
     budget = check.table(raw, "budget", required=False)
     check.keys(budget, _BUDGET_KEYS, "budget.")
     stop = check.table(raw, "stop", required=False)
     check.keys(stop, _STOP_KEYS, "stop.")
     consecutive = check.integer(stop, "consecutive", "stop.", default=0, minimum=0)
+    if transport == "inprocess" and ("request" in raw or "launch" in raw):
+        check.fail("request/launch", "set", "only with transport = 'websocket'")
     return Profile(
         name=name,
         source=source,
@@ -143,7 +236,63 @@ def parse_profile(data: bytes, source: str) -> Profile:
             budget, "max_policy_calls", "budget.", default=DEFAULT_MAX_POLICY_CALLS, minimum=1
         ),
         stop_rule=StopRule(consecutive or None),
-        raw=raw,
+        endpoint=endpoint,
+        connect_timeout=check.seconds(policy, "connect_timeout", "policy.", default=10.0),
+        call_timeout=check.seconds(policy, "call_timeout", "policy.", default=60.0),
+        wait_s=check.seconds(policy, "wait_s", "policy.", default=30.0),
+        layout=_layout(check, check.table(raw, "request", required=False)),
+        launch=_launch(check, raw.get("launch"), source),
+    )
+
+
+def _layout(check: _Checker, table: Mapping[str, Any]) -> RequestLayout:
+    check.keys(table, _REQUEST_KEYS, "request.")
+    default = RequestLayout()
+    images = {
+        camera: check.string(table, camera, "request.") if camera in table else key
+        for camera, key in default.images.items()
+    }
+    constants: dict[str, np.ndarray] = {}
+    for key, spec in check.table(table, "constants", required=False).items():
+        where = f"request.constants.{key}"
+        if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
+            check.fail(where, repr(spec), "{ dtype = 'float32', values = [...] }")
+        if spec["dtype"] not in _CONSTANT_DTYPES:
+            check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
+        try:
+            constants[key] = np.asarray(spec["values"], dtype=spec["dtype"])
+        except (TypeError, ValueError) as exc:
+            check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
+    try:
+        return RequestLayout(
+            images=images,
+            language=check.string(table, "language", "request.") if "language" in table else default.language,
+            proprio=check.string(table, "proprio", "request.") if "proprio" in table else default.proprio,
+            counters=check.boolean(table, "counters", "request.", default=False),
+            constants=constants,
+        )
+    except ValueError as exc:
+        check.fail("[request]", str(exc), "one key per input")
+
+
+def _launch(check: _Checker, table: Any, source: str) -> Launch | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        check.fail("launch", type(table).__name__, "a [launch] table")
+    check.keys(table, _LAUNCH_KEYS, "launch.")
+    command = table.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        check.fail("launch.command", repr(command), "a non-empty list of strings")
+    env = check.table(table, "env", required=False)
+    if not all(isinstance(v, str) for v in env.values()):
+        check.fail("launch.env", repr(dict(env)), "string values")
+    base = Path(source).parent if not source.startswith("builtin:") else Path.cwd()
+    return Launch(
+        command=tuple(command),
+        cwd=str((base / str(table.get("cwd", "."))).resolve()),
+        env=dict(env),
+        startup_timeout=check.seconds(table, "startup_timeout", "launch.", default=120.0),
     )
 
 
@@ -153,7 +302,7 @@ class _Checker:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, key: str, got: str, allowed: str) -> None:
+    def fail(self, key: str, got: str, allowed: str) -> NoReturn:
         raise SetupError(f"profile {self.source}: {key} is {got}; allowed: {allowed}")
 
     def keys(self, table: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
@@ -169,7 +318,7 @@ class _Checker:
             return {}
         if not isinstance(value, dict):
             self.fail(key, type(value).__name__, f"a [{key}] table")
-        return value  # type: ignore[no-any-return]
+        return value
 
     def string(self, table: Mapping[str, Any], key: str, prefix: str) -> str:
         value = table.get(key)
@@ -190,6 +339,12 @@ class _Checker:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             self.fail(f"{prefix}{key}", repr(value), f"an integer >= {minimum}")
         return int(value)
+
+    def seconds(self, table: Mapping[str, Any], key: str, prefix: str, *, default: float) -> float:
+        value = table.get(key, default)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            self.fail(f"{prefix}{key}", repr(value), "a positive number of seconds")
+        return float(value)
 
     def choice(
         self,

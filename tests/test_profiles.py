@@ -63,7 +63,7 @@ def test_unreadable_and_missing() -> None:
 def test_profile_from_path_and_option_overrides(tmp_path: Path) -> None:
     path = tmp_path / "mine.toml"
     path.write_bytes(MINIMAL + b'[policy.options]\nchunk = 2\n')
-    profile = load_profile(str(path)).with_options({"chunk": 3})
+    profile = load_profile(str(path)).with_overrides(options={"chunk": 3})
     assert profile.source == str(path.resolve())
     assert profile.build_policy().chunk == 3
 

@@ -1,0 +1,94 @@
+"""Start a profile's policy server for the session, wait for health, stop it after.
+
+The server's output goes to ``server.log`` in the run folder, so a model that failed
+to load leaves its reason next to the results. The process gets its own session so
+that stopping it also stops whatever it spawned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pytest_libero.errors import SetupError
+from pytest_libero.policy.websocket import RETRY_SLEEP_S, ServerUnavailable, check_health
+from pytest_libero.profiles import Launch
+
+STOP_GRACE_S = 10.0
+
+
+class LaunchedServer:
+    """A policy server process owned by this pytest session."""
+
+    def __init__(self, launch: Launch, endpoint: str, log_path: Path) -> None:
+        self.launch = launch
+        self.endpoint = endpoint
+        self.log_path = log_path
+        self.argv = launch.argv(endpoint)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and return once GET /healthz answers 200."""
+        with self.log_path.open("ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    self.argv,
+                    cwd=self.launch.cwd,
+                    env={**os.environ, **self.launch.env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise SetupError(f"could not start the policy server {self.argv}: {exc}") from exc
+        deadline = time.monotonic() + self.launch.startup_timeout
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise SetupError(
+                    f"the policy server {self.argv} exited with code {code} before it was "
+                    f"healthy; its output ({self.log_path}) ends with:\n{self.log_tail()}"
+                )
+            try:
+                check_health(self.endpoint, timeout=2.0)
+                return
+            except ServerUnavailable:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise SetupError(
+                        f"the policy server {self.argv} was not healthy at {self.endpoint} "
+                        f"after {self.launch.startup_timeout:.0f}s (launch.startup_timeout); "
+                        f"its output ends with:\n{self.log_tail()}"
+                    ) from None
+                time.sleep(RETRY_SLEEP_S * 5)
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, then SIGKILL after a grace period."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no output)"
+        return "\n".join(text.splitlines()[-lines:]) or "(no output)"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,141 @@
+"""Serve any Python policy on an openpi-compatible websocket server.
+
+    python -m pytest_libero.serve --policy zero --port 8000
+    python -m pytest_libero.serve --policy my_pkg.policies:make --option ckpt=/models/a
+
+A model team runs this in its own environment (its Python, CUDA, framework) and points
+a websocket profile at it. The wire is openpi's: a metadata frame on connect, one
+binary msgpack request and reply per call, a text frame with the traceback when the
+policy raises, GET /healthz answering 200. Requests are turned back into the
+contract's :class:`Observation`, so a served policy sees exactly what an in-process
+one would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from pytest_libero.errors import SetupError
+from pytest_libero.policy.codec import pack, unpack
+from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.profiles import build_inprocess, load_profile, parse_policy_options
+
+log = logging.getLogger("pytest_libero.serve")
+
+
+class PolicyServer:
+    """One policy behind the openpi protocol; calls are serialized by a lock."""
+
+    def __init__(self, policy: Policy, layout: RequestLayout | None = None) -> None:
+        self.policy = policy
+        self.layout = layout or RequestLayout()
+        self._lock = threading.Lock()
+
+    def answer(self, payload: bytes) -> bytes:
+        """Decode one request, run the policy, encode its reply (raises on failure)."""
+        request = unpack(payload)
+        if not isinstance(request, dict):
+            raise TypeError(f"a request must be a map, got {type(request).__name__}")
+        observation = self.layout.decode({str(k): v for k, v in request.items()})
+        started = time.perf_counter()
+        with self._lock:
+            if COUNTER_KEYS[0] in request and observation.policy_calls == 0:
+                self.policy.reset()  # the counters say a new episode starts
+            reply = dict(self.policy.infer(observation))
+        reply["server_timing"] = {"infer_ms": (time.perf_counter() - started) * 1000}
+        return pack(reply)
+
+    async def handler(self, websocket: ServerConnection) -> None:
+        await websocket.send(pack(dict(self.policy.metadata)))
+        while True:
+            try:
+                payload = await websocket.recv()
+            except ConnectionClosed:
+                return
+            try:
+                if isinstance(payload, str):
+                    raise TypeError("requests must be binary msgpack frames, not text")
+                reply = await asyncio.to_thread(self.answer, payload)
+            except Exception:
+                await websocket.send(traceback.format_exc())
+                await websocket.close(1011, "Internal server error. Traceback included in previous frame.")
+                return
+            await websocket.send(reply)
+
+    async def run(self, host: str, port: int, ready: threading.Event | None = None) -> None:
+        async with serve(
+            self.handler,
+            host,
+            port,
+            compression=None,
+            max_size=None,
+            ping_interval=None,
+            process_request=_health,
+        ) as server:
+            bound = server.sockets[0].getsockname()[1] if server.sockets else port
+            log.info("serving %s on ws://%s:%s", type(self.policy).__name__, host, bound)
+            print(f"pytest-libero serve: ws://{host}:{bound} (GET /healthz)", flush=True)
+            if ready is not None:
+                ready.set()
+            await server.serve_forever()
+
+
+def _health(connection: ServerConnection, request: Request) -> Response | None:
+    if request.path == "/healthz":
+        return connection.respond(http.HTTPStatus.OK, "OK\n")
+    return None
+
+
+def build_served_policy(spec: str, options: dict[str, Any]) -> Policy:
+    """A shipped in-process profile name (zero, random, replay) or ``module:factory``."""
+    if ":" in spec:
+        policy: Policy = build_inprocess(spec, options, f"--policy {spec}")
+        return policy
+    profile = load_profile(spec)
+    if profile.transport != "inprocess":
+        raise SetupError(f"--policy {spec}: profile is not an in-process policy")
+    served: Policy = profile.with_overrides(options=options).build_policy()
+    return served
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_libero.serve",
+        description="Serve a Python policy on an openpi-compatible websocket server.",
+    )
+    parser.add_argument("--policy", required=True,
+                        help="zero, random, replay, or an importable module:factory")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument for the policy factory (repeatable)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        policy = build_served_policy(args.policy, parse_policy_options(args.option))
+    except SetupError as exc:
+        parser.error(str(exc))
+    try:
+        asyncio.run(PolicyServer(policy).run(args.host, args.port))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        policy.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
