@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_libero.protocol import SEED, SETTLE_ACTION, SETTLE_CONTROLS
+from libero_native import native_first_observation
+from pytest_libero.protocol import SEED, SETTLE_CONTROLS
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -169,25 +170,6 @@ def test_proprio_track_delivers_nine_encoders_and_nothing_private(pytester: pyte
     for value in private:  # no private vector hides inside what was delivered
         assert not any(np.allclose(value, delivered["proprio"][i : i + len(value)])
                        for i in range(10 - len(value)))
-
-
-def native_first_observation(suite: str, index: int) -> dict[str, Any]:
-    """The first policy observation as LIBERO's own API yields it, per P4."""
-    from libero.libero import benchmark
-    from libero.libero.envs import OffScreenRenderEnv
-
-    task_suite = benchmark.get_benchmark_dict()[suite](task_order_index=0)
-    env = OffScreenRenderEnv(bddl_file_name=task_suite.get_task_bddl_file_path(index),
-                             camera_heights=256, camera_widths=256)
-    try:
-        env.seed(SEED)
-        env.reset()
-        env.set_init_state(task_suite.get_task_init_states(index)[0])
-        for _ in range(SETTLE_CONTROLS):
-            obs, _, _, _ = env.step(list(SETTLE_ACTION))
-        return dict(obs)
-    finally:
-        env.close()
 
 
 def test_invalid_action_errors_one_case_and_the_run_goes_on(pytester: pytest.Pytester) -> None:

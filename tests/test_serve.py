@@ -1,0 +1,139 @@
+"""The serving CLI and request layouts, against real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_libero.policy.contract import Observation
+from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.remote import WebsocketPolicy
+from pytest_libero.policy.websocket import ServerError, WebsocketPolicyClient, check_health
+
+
+def observation(calls: int = 0, controls: int = 0, proprio: bool = False) -> Observation:
+    rng = np.random.default_rng(calls)
+    images = {c: rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)
+              for c in ("agentview", "robot0_eye_in_hand")}
+    return Observation("put the bowl on the plate", images,
+                       np.arange(9, dtype=np.float64) if proprio else None, calls, controls)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_layout_round_trip_and_whitelist() -> None:
+    layout = RequestLayout(counters=True, constants={"observation/state": np.zeros(8, np.float32)})
+    request = layout.encode(observation(3, 12, proprio=True))
+    assert set(request) == {"observation/image", "observation/wrist_image", "prompt",
+                            "observation/proprio", "observation/state", *COUNTER_KEYS}
+    back = layout.decode(request)
+    assert back.language == "put the bowl on the plate"
+    assert (back.policy_calls, back.executed_controls) == (3, 12)
+    assert np.array_equal(back.images["agentview"], request["observation/image"])
+    assert back.proprio is not None and back.proprio.tolist() == list(range(9))
+    plain = RequestLayout().encode(observation())
+    assert set(plain) == {"observation/image", "observation/wrist_image", "prompt"}
+
+
+def test_layout_refuses_ambiguous_keys() -> None:
+    with pytest.raises(ValueError, match="more than one input"):
+        RequestLayout(language="observation/image")
+    with pytest.raises(ValueError, match="camera"):
+        RequestLayout(images={"agentview": "a"})
+
+
+@pytest.fixture
+def served_zero() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero", "--option", "chunk=3",
+         "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_serving_cli_speaks_openpi(served_zero: str) -> None:
+    policy = WebsocketPolicy(served_zero, layout=RequestLayout(), connect_timeout=5,
+                             call_timeout=5, wait_s=20)
+    try:
+        policy.reset()  # waits for /healthz, then reads the metadata frame
+        assert policy.metadata == {"policy": "zero", "chunk": 3}
+        reply = policy.infer(observation())
+        assert reply["actions"].shape == (3, 7) and reply["actions"][0, 6] == -1.0
+        assert reply["server_timing"]["infer_ms"] >= 0
+    finally:
+        policy.close()
+    check_health(served_zero, timeout=2)
+
+
+def test_served_policy_exception_is_a_text_frame_traceback() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy", "replay",
+         "--option", "actions=/nonexistent.npy", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "/nonexistent.npy does not exist" in out
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        client = WebsocketPolicyClient(f"ws://127.0.0.1:{port}", connect_timeout=5, call_timeout=5)
+        client.connect(wait_s=20)
+        with pytest.raises(ServerError) as info:
+            client.infer({"prompt": "no images"})  # the layout cannot decode this
+        assert "request lacks" in info.value.traceback
+        assert "Traceback" in info.value.traceback
+        client.close()
+        client.connect(wait_s=5)  # the server goes on accepting connections
+        assert client.infer(RequestLayout().encode(observation()))["actions"].shape == (5, 7)
+        client.close()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_served_replay_follows_the_counters(tmp_path: Path) -> None:
+    actions = np.linspace(-1, 1, 14).reshape(2, 7)
+    path = tmp_path / "a.npy"
+    np.save(path, actions)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy", "replay",
+         "--option", f"actions={path}", "--option", "chunk=1", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        policy = WebsocketPolicy(f"ws://127.0.0.1:{port}", layout=RequestLayout(counters=True),
+                                 connect_timeout=5, call_timeout=5, wait_s=20)
+        policy.reset()
+        first = policy.infer(observation(0, 0))
+        second = policy.infer(observation(1, 1))
+        done = policy.infer(observation(2, 2))
+        assert np.array_equal(first["actions"][0], actions[0])
+        assert np.array_equal(second["actions"][0], actions[1])
+        assert done["stop"] is True
+        policy.close()
+    finally:
+        process.terminate()
+        process.wait(10)
