@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from pytest_libero.adapters import get_adapter
@@ -22,7 +23,39 @@ from pytest_libero.episode import (
 )
 from pytest_libero.errors import EpisodeError
 from pytest_libero.plan import RunPlan
+from pytest_libero.results import write_json_atomic
 from pytest_libero.policy.contract import Policy
+
+
+def run_case_with_evidence(
+    plan: RunPlan, entry: Entry, policy: Policy, case_dir: Path
+) -> dict[str, Any]:
+    """Run the case while streaming its evidence into ``case_dir`` (P10).
+
+    A failure to write evidence errors the case with cause "evidence": a result whose
+    evidence is missing cannot be trusted, whatever LIBERO said.
+    """
+    from pytest_libero.evidence import CaseEvidence, EvidenceError
+
+    evidence: CaseEvidence | None = None
+    try:
+        evidence = CaseEvidence(case_dir)
+    except EvidenceError as exc:
+        record = run_case(plan, entry, policy, skip_episode=exc)
+    else:
+        record = run_case(plan, entry, policy, listener=evidence)
+        try:
+            record["evidence"] = evidence.close()
+        except EvidenceError as exc:
+            record["evidence"] = exc.summary
+            if record["outcome"] != "errored":
+                record["native_outcome"] = record["outcome"]
+                record["outcome"] = "errored"
+                record["error"] = error_record(exc)
+                record["summary"] = f"errored (evidence): {exc}"
+    record["evidence_dir"] = str(case_dir)
+    write_json_atomic(case_dir / "episode.json", record)
+    return record
 
 
 def run_case(
@@ -32,13 +65,20 @@ def run_case(
     *,
     adapter_name: str = "libero",
     listener: EpisodeListener | None = None,
+    skip_episode: EpisodeError | None = None,
 ) -> dict[str, Any]:
-    """Run the entry's episode and return its full record (P9-P11)."""
+    """Run the entry's episode and return its full record (P9-P11).
+
+    ``skip_episode`` records the case as errored with that cause without running it
+    (the evidence could not even be opened).
+    """
     budget = plan.budget_for(entry)
     started = time.time()
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
     try:
+        if skip_episode is not None:
+            raise skip_episode
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         call_policy(policy.reset)
         adapter = get_adapter(adapter_name)

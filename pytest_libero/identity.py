@@ -23,7 +23,7 @@ def sha256_bytes(data: bytes | memoryview) -> str:
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
+        for block in iter(lambda: stream.read(1 << 16), b""):
             digest.update(block)
     return digest.hexdigest()
 

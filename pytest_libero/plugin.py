@@ -15,17 +15,19 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_libero.case import run_case
+from pytest_libero.case import run_case_with_evidence
 from pytest_libero.catalog import SelectionRequest, parse_task_ids
 from pytest_libero.errors import SetupError
 from pytest_libero.launcher import LaunchedServer
 from pytest_libero.plan import RunPlan, make_plan
 from pytest_libero.policy.contract import Policy
 from pytest_libero.profiles import load_profile, parse_policy_options
-from pytest_libero.recorder import RECORD_PROPERTY, Recorder
+from pytest_libero.recorder import RECORD_PROPERTY, Gates, Recorder, load_baseline
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
+RUN_DIR_KEY = pytest.StashKey[Path]()
+WORKER_RUN_DIR = "libero_run_dir"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,11 @@ OPTIONS = (
     _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
     _Option("call-timeout", "seconds one policy call may take before the case errors; "
             "overrides the profile's"),
+    _Option("min-success", "gate: exit 1 unless every case completed and the overall "
+            "success rate is at least RATE (0-1)"),
+    _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
+            "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
+    _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
     _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
             "libero-results"),
     _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "
@@ -152,6 +159,29 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     )
 
 
+def gates(config: pytest.Config) -> Gates:
+    """The operator's CI gates, validated."""
+    min_success = _rate_option(config, "min-success")
+    alpha = _rate_option(config, "baseline-alpha")
+    baseline_dir = option_value(config, "baseline")
+    baseline = load_baseline(Path(baseline_dir)) if baseline_dir else None
+    return Gates(min_success, baseline, Path(baseline_dir) if baseline_dir else None,
+                 alpha if alpha is not None else 0.05)
+
+
+def _rate_option(config: pytest.Config, name: str) -> float | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        raise SetupError(f"--libero-{name}={value!r} must be a number between 0 and 1")
+    return rate
+
+
 def conformance_dir() -> Path:
     """The shipped conformance suite; collected when no test path is given."""
     from pytest_libero import conformance
@@ -181,11 +211,26 @@ def pytest_configure(config: pytest.Config) -> None:
         if not root.is_absolute():
             root = config.invocation_params.dir / root
         try:
-            recorder = Recorder.start(plan, root, option_value(config, "run-id"))
+            recorder = Recorder.start(plan, root, option_value(config, "run-id"), gates(config))
         except SetupError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.stash[RECORDER_KEY] = recorder
+        config.stash[RUN_DIR_KEY] = recorder.folder.path
         config.pluginmanager.register(recorder, "libero-recorder")
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(_XdistController(recorder.folder.path), "libero-xdist")
+    else:
+        config.stash[RUN_DIR_KEY] = Path(config.workerinput[WORKER_RUN_DIR])  # type: ignore[attr-defined]
+
+
+class _XdistController:
+    """Registered only under xdist: hands each worker the run folder for its evidence."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_RUN_DIR] = str(self.run_dir)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -254,7 +299,8 @@ def libero_case(
     request: pytest.FixtureRequest, libero_plan: RunPlan, libero_policy: Policy, libero_entry: Any
 ) -> dict[str, Any]:
     """Run the case's episode during setup; an errored episode errors the case."""
-    record = run_case(libero_plan, libero_entry, libero_policy)
+    case_dir = request.config.stash[RUN_DIR_KEY] / "cases" / libero_entry.case_id
+    record = run_case_with_evidence(libero_plan, libero_entry, libero_policy, case_dir)
     request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
     if record["outcome"] == "errored":
         raise CaseErrored(record)

@@ -8,48 +8,55 @@ without xdist.
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
-from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_libero.identity import protocol_identity, sha256_bytes
 from pytest_libero.catalog import load_catalog, load_inventory_bytes
+from pytest_libero.identity import protocol_identity, sha256_bytes
 from pytest_libero.plan import RunPlan
 from pytest_libero.protocol import SOURCE_PIN
-from pytest_libero.results import RunFolder, new_run_id
+from pytest_libero.errors import SetupError
+from pytest_libero.gate import Verdict, min_success_gate, regression_gate
+from pytest_libero.results import RunFolder, new_run_id, read_results
+from pytest_libero.summary import summarize, summary_lines
 
 RECORD_PROPERTY = "libero_record"
-OUTCOMES = ("success", "failure", "errored")
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval for a success rate; (0, 1) when nothing was run."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+@dataclass(frozen=True)
+class Gates:
+    """The operator's CI gates; both optional."""
+
+    min_success: float | None = None
+    baseline: dict[str, dict[str, Any]] | None = None
+    baseline_dir: Path | None = None
+    alpha: float = 0.05
+
+    @property
+    def active(self) -> bool:
+        return self.min_success is not None or self.baseline is not None
 
 
 class Recorder:
     """Owns the run folder for one session on the controller."""
 
-    def __init__(self, plan: RunPlan, folder: RunFolder) -> None:
+    def __init__(self, plan: RunPlan, folder: RunFolder, gates: Gates | None = None) -> None:
         self.plan = plan
         self.folder = folder
+        self.gates = gates or Gates()
         self.records: dict[str, dict[str, Any]] = {}
+        self.verdicts: list[Verdict] = []
 
     @classmethod
-    def start(cls, plan: RunPlan, root: Path, run_id: str | None) -> Recorder:
+    def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates | None = None) -> Recorder:
         folder = RunFolder(root, plan.profile.name, run_id or new_run_id())
         folder.write_json("run.json", run_identity(plan, folder.path.name))
-        return cls(plan, folder)
+        return cls(plan, folder, gates)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
@@ -62,72 +69,52 @@ class Recorder:
                 self.folder.append_result(record)
 
     def summary(self) -> dict[str, Any]:
-        """Counts per outcome class (P11) and success rates per suite and overall."""
-        selected = [e.case_id for e in self.plan.entries]
-        done = [self.records[c] for c in selected if c in self.records]
-        by_suite: dict[str, list[dict[str, Any]]] = {}
-        for record in done:
-            by_suite.setdefault(record["entry"]["suite"], []).append(record)
-        return {
-            "run_id": self.folder.path.name,
-            "profile": self.plan.profile.name,
-            "evidence_class": self.plan.evidence_class,
-            "counts": _counts(selected, done),
-            "overall": _rate(done),
-            "suites": {suite: _rate(records) for suite, records in by_suite.items()},
-            "unattempted": [c for c in selected if c not in self.records],
-        }
+        return summarize(
+            [e.case_id for e in self.plan.entries],
+            self.records,
+            run_id=self.folder.path.name,
+            profile=self.plan.profile.name,
+            evidence_class=self.plan.evidence_class,
+            protocol_identity=protocol_identity(),
+        )
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.folder.write_json("summary.json", self.summary())
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        summary = self.summary()
+        if self.gates.min_success is not None:
+            self.verdicts.append(min_success_gate(summary, self.gates.min_success))
+        if self.gates.baseline is not None:
+            self.verdicts.append(regression_gate(self.gates.baseline, self.records, self.gates.alpha))
+        summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
+        self.folder.write_json("summary.json", summary)
         self.folder.close()
+        if self.gates.active and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            # With a gate, the gate decides: a checkpoint below 100% still passes CI.
+            passed = all(v.passed for v in self.verdicts)
+            session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        summary = self.summary()
-        write = terminalreporter.write_line
         terminalreporter.section("LIBERO")
-        label = " (infrastructure evidence, not a capability claim)" if (
-            summary["evidence_class"] == "infrastructure"
-        ) else ""
-        write(f"profile {summary['profile']}{label}")
-        counts = summary["counts"]
-        write(", ".join(f"{counts[k]} {k}" for k in counts))
-        for suite, rate in sorted(summary["suites"].items()):
-            write(_format_rate(suite, rate))
-        write(_format_rate("overall", summary["overall"]))
-        write(f"results: {self.folder.path}")
+        for line in summary_lines(self.summary()):
+            terminalreporter.write_line(line)
+        for verdict in self.verdicts:
+            for line in verdict.lines:
+                terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
+        terminalreporter.write_line(f"results: {self.folder.path}")
 
 
-def _counts(selected: list[str], done: list[dict[str, Any]]) -> dict[str, int]:
-    outcomes = Counter(r["outcome"] for r in done)
-    return {
-        "selected": len(selected),
-        "completed": outcomes["success"] + outcomes["failure"],
-        "success": outcomes["success"],
-        "failure": outcomes["failure"],
-        "errored": outcomes["errored"],
-        "unattempted": len(selected) - len(done),
-    }
-
-
-def _rate(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success rate over completed episodes; errored ones are counted apart, not as failures."""
-    completed = [r for r in records if r["outcome"] in ("success", "failure")]
-    successes = sum(r["outcome"] == "success" for r in completed)
-    low, high = wilson_interval(successes, len(completed))
-    rate = successes / len(completed) if completed else None
-    return {"successes": successes, "completed": len(completed), "rate": rate, "wilson95": [low, high]}
-
-
-def _format_rate(label: str, rate: dict[str, Any]) -> str:
-    if rate["rate"] is None:
-        return f"{label}: no completed episode"
-    low, high = rate["wilson95"]
-    return (
-        f"{label}: {rate['successes']}/{rate['completed']} = {rate['rate']:.1%} "
-        f"(95% Wilson {low:.1%}-{high:.1%})"
-    )
+def load_baseline(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Records of an earlier run, refused unless it ran the same protocol."""
+    run_json = run_dir / "run.json"
+    if not run_json.is_file():
+        raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
+    identity = json.loads(run_json.read_text())["protocol_identity"]
+    if identity != protocol_identity():
+        raise SetupError(
+            f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
+            f"{protocol_identity()}; results of different protocols cannot be compared"
+        )
+    return {r["case"]: r for r in read_results(run_dir)}
 
 
 def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:

@@ -37,16 +37,7 @@ class RunFolder:
         self._results: TextIO = (self.path / "results.jsonl").open("a", encoding="utf-8")
 
     def write_json(self, name: str, data: Any) -> Path:
-        """Write a JSON file atomically (temp file, fsync, rename)."""
-        target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        with tmp.open("w", encoding="utf-8") as stream:
-            json.dump(data, stream, indent=1, sort_keys=True, default=str)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        tmp.replace(target)
-        return target
+        return write_json_atomic(self.path / name, data)
 
     def append_result(self, record: dict[str, Any]) -> None:
         self._results.write(json.dumps(record, sort_keys=True, default=str) + "\n")
@@ -55,6 +46,18 @@ class RunFolder:
 
     def close(self) -> None:
         self._results.close()
+
+
+def write_json_atomic(target: Path, data: Any) -> Path:
+    """Write JSON so a reader never sees half a file: temp file, fsync, rename."""
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as stream:
+        json.dump(data, stream, indent=1, sort_keys=True, default=str)
+        stream.write("\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+    tmp.replace(target)
+    return target
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:

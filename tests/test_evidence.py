@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import signal
 import tracemalloc
 from collections.abc import Mapping
@@ -195,12 +196,10 @@ def test_video_stride_keeps_first_observation_frame(tmp_path: Path) -> None:
                     listener=evidence)
     _, frames = decode_video(tmp_path / "case" / VIDEO_NAME)
     assert frames == 1 + 15 // 4
-    first = next(imageio_ffmpeg.read_frames(str(tmp_path / "case" / VIDEO_NAME)))
-    assert first["size"] == (64, 64)
     # Lossy, so compare loosely: the first video frame is the first agentview image.
     (_, images, proprio), *_ = read_observations(tmp_path / "case")
     video = imageio_ffmpeg.read_frames(str(tmp_path / "case" / VIDEO_NAME))
-    next(video)
+    assert next(video)["size"] == (64, 64)
     frame0 = np.frombuffer(next(video), np.uint8).reshape(64, 64, 3)
     video.close()
     assert proprio is None
@@ -257,7 +256,9 @@ def _zombie_or_alive(pid: int) -> bool:
     return "State:" in status  # any state, zombie included, means not reaped
 
 
-def test_ffmpeg_dying_raises_named_error_and_leaves_no_process(tmp_path: Path) -> None:
+def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
     class KillsVideo(NoisyEnv):
         evidence: CaseEvidence
 
@@ -268,14 +269,13 @@ def test_ffmpeg_dying_raises_named_error_and_leaves_no_process(tmp_path: Path) -
 
     env = KillsVideo(size=64)
     evidence = env.evidence = CaseEvidence(tmp_path / "case")
-    pids: list[int] = []
-    with pytest.raises(EvidenceError, match=r"episode\.mp4: writing frame \d+ failed") as raised:
-        try:
-            run_episode(env, Recorded(horizon=5), decisions_budget(4, 5), StopRule(None),
-                        init_controls=0, listener=evidence)
-        finally:
-            pids = [w.pid for w in evidence._writers()]
-    assert "exit status -9" in str(raised.value)
+    result = run_episode(env, Recorded(horizon=5), decisions_budget(4, 5), StopRule(None),
+                         init_controls=0, listener=evidence)
+    pids = [w.pid for w in evidence._writers()]
+    assert result.outcome == "errored" and result.error is not None
+    assert result.error["kind"] == "evidence"
+    assert re.search(r"episode\.mp4: writing frame \d+ failed", result.error["message"])
+    assert "exit status -9" in result.error["message"]
     with pytest.raises(EvidenceError, match=r"episode\.mp4") as closing:
         evidence.close()
     assert closing.value.summary is not None
@@ -289,12 +289,10 @@ def test_ffmpeg_refusing_options_reports_its_stderr(tmp_path: Path, monkeypatch:
 
     monkeypatch.setitem(module.LOSSLESS_CODECS, "ffv1", ["-c:v", "ffv1", "-level", "3", "-slices", "7"])
     evidence = CaseEvidence(tmp_path / "case")
-    with pytest.raises(EvidenceError) as raised:
-        try:
-            run_episode(NoisyEnv(), Recorded(), decisions_budget(2, 2), StopRule(None),
-                        init_controls=0, listener=evidence)
-        finally:
-            evidence.close()
+    run_episode(NoisyEnv(), Recorded(), decisions_budget(2, 2), StopRule(None),
+                init_controls=0, listener=evidence)
+    with pytest.raises(EvidenceError) as raised:  # ffmpeg refuses when the stream is finished
+        evidence.close()
     message = str(raised.value)
     assert stream_name("robot0_eye_in_hand") in message and "stderr tail" in message
     assert "Unsupported number 7 of slices" in message

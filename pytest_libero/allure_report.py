@@ -1,0 +1,361 @@
+"""Allure results for LIBERO cases, when allure-pytest is installed and asked for.
+
+allure-pytest is optional: nothing here imports it until a case is reported, so the
+plugin loads without it.
+
+Why steps and attachments bypass ``allure.step``/``allure.attach``: the episode runs
+inside the ``libero_case`` setup fixture, and while a fixture runs allure-pytest sends
+both to that fixture's "set up" entry, with start and stop taken from the clock at
+the moment of the call. Built after the episode, every step would last zero
+milliseconds and the video would hide in the fixture's set-up section. Instead the
+steps are built as allure-commons model objects with times from the record and
+appended to the test result itself, and attachments name the test result as their
+parent; both go through allure-pytest's own reporter, so files land exactly as its
+``allure.attach`` would write them. Title, description, labels and parameters use the
+public ``allure.dynamic`` API, which already targets the test result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ENTRY_PARAM = "libero_entry"
+PARENT_SUITE = "LIBERO"
+RECORD_ATTACHMENT = "episode record"
+VIDEO_ATTACHMENT = "episode video"
+ERROR_ATTACHMENT = "error traceback"
+ENVIRONMENT_STEP = "build, reset, settle environment"
+
+# Allure 2 reads these from the results folder; Allure 3 reads categories from its
+# allurerc instead, and ignores this file.
+CATEGORIES: list[dict[str, Any]] = [
+    {
+        "name": "Infrastructure errors",
+        "description": "Environment, transport or invalid-action errors: the episode did "
+        "not finish, so it says nothing about the policy.",
+        "matchedStatuses": ["broken"],
+    },
+    {
+        "name": "Native failures",
+        "description": "Completed episodes without LIBERO's native success.",
+        "matchedStatuses": ["failed"],
+    },
+]
+
+
+def allure_active(config: pytest.Config) -> bool:
+    """True when allure-pytest is loaded and ``--alluredir`` was given.
+
+    The option exists only when allure-pytest registered it, so reading it needs no
+    import of allure.
+    """
+    return bool(config.getoption("allure_report_dir", default=None))
+
+
+def report_case(record: Mapping[str, Any], case_dir: Path | None) -> None:
+    """Describe the running case in Allure from its episode record.
+
+    Call it from the case's setup fixture once the record exists, before raising for
+    an errored episode. It does nothing when Allure is not recording, and a reporting
+    problem is a warning, never a changed case outcome.
+    """
+    reporter = _current_reporter()
+    if reporter is None:
+        return
+    try:
+        _report(reporter, record, case_dir)
+    except Exception as exc:  # noqa: BLE001 - the report must never change the outcome
+        warnings.warn(
+            f"pytest-libero: could not report {record.get('case')!r} to Allure: "
+            f"{type(exc).__name__}: {exc}",
+            stacklevel=2,
+        )
+
+
+def write_environment(alluredir: Path, run: Mapping[str, Any]) -> None:
+    """Write environment.properties and categories.json for the run.
+
+    Call it once, on the controller (with xdist, where config has no workerinput),
+    preferably at session finish: ``--clean-alluredir`` empties the folder when each
+    process starts. Files are replaced atomically, so a reader never sees half a file.
+    """
+    alluredir.mkdir(parents=True, exist_ok=True)
+    lines = [f"{_escape_key(k)}={_escape_value(v)}" for k, v in environment_items(run)]
+    _write_atomic(alluredir / "environment.properties", "\n".join(lines) + "\n")
+    _write_atomic(alluredir / "categories.json", json.dumps(CATEGORIES, indent=2) + "\n")
+
+
+def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's identities from run.json, flattened to ordered key/value pairs."""
+    plan = run.get("plan") or {}
+    profile = plan.get("profile") or {}
+    items: list[tuple[str, str]] = [("run_id", str(run.get("run_id", "")))]
+    evidence_class = str(plan.get("evidence_class", ""))
+    if evidence_class == "infrastructure":
+        evidence_class += " (built-in policy: proves the harness, not a capability)"
+    items += [
+        ("evidence_class", evidence_class),
+        ("profile", str(profile.get("name", ""))),
+        ("profile.sha256", str(profile.get("sha256", ""))),
+        ("protocol_identity", str(run.get("protocol_identity", ""))),
+        ("catalog_sha256", str(run.get("catalog_sha256", ""))),
+        ("inventory_sha256", str(run.get("inventory_sha256", ""))),
+    ]
+    for key, value in (run.get("source_pin") or {}).items():
+        items.append((f"source_pin.{key}", str(value)))
+    for dist, version in (run.get("installed") or {}).items():
+        items.append((f"installed.{dist}", "not installed" if version is None else str(version)))
+    for key in ("track", "budget_mode", "max_policy_calls", "replan_interval"):
+        if plan.get(key) is not None:
+            items.append((f"plan.{key}", str(plan[key])))
+    return items
+
+
+# --- internals ---------------------------------------------------------------------
+
+
+def _allure(module: str) -> Any:
+    """Import an allure module lazily; it is an optional dependency, and untyped."""
+    return importlib.import_module(module)
+
+
+def _current_reporter() -> Any | None:
+    """allure-pytest's reporter for this process, or None when it is not recording.
+
+    allure-pytest registers its listener in allure-commons' plugin manager only when
+    ``--alluredir`` is given; the most recently registered one owns the running test.
+    """
+    try:
+        commons = _allure("allure_commons")
+        listener_type = _allure("allure_pytest.listener").AllureListener
+    except ImportError:
+        return None
+    listeners = [
+        plugin
+        for plugin in commons.plugin_manager.get_plugins()
+        if isinstance(plugin, listener_type)
+    ]
+    for listener in reversed(listeners):
+        reporter = getattr(listener, "allure_logger", None)
+        if reporter is not None and reporter.get_test(None) is not None:
+            return reporter
+    return None
+
+
+def _report(reporter: Any, record: Mapping[str, Any], case_dir: Path | None) -> None:
+    allure = _allure("allure")
+    ParameterMode = _allure("allure_commons.types").ParameterMode
+
+    entry = record.get("entry") or {}
+    budget = record.get("budget") or {}
+    suite, index = entry.get("suite", "?"), entry.get("index", "?")
+    allure.dynamic.title(f"{suite}-{index}: {entry.get('language', record.get('case', ''))}")
+    allure.dynamic.description(_description(record))
+
+    allure.dynamic.parent_suite(PARENT_SUITE)
+    allure.dynamic.suite(str(suite))
+    if entry.get("name"):
+        allure.dynamic.sub_suite(str(entry["name"]))
+        allure.dynamic.feature(str(entry["name"]))
+    evidence_class = str(record.get("evidence_class", ""))
+    labels = {
+        "profile": record.get("profile"),
+        "track": record.get("track"),
+        "budget_mode": budget.get("mode"),
+        "evidence_class": evidence_class,
+    }
+    for name, value in labels.items():
+        if value is not None:
+            allure.dynamic.label(name, str(value))
+    tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
+            f"budget:{budget.get('mode')}"]
+    tags.append("INFRASTRUCTURE EVIDENCE" if evidence_class == "infrastructure"
+                else f"evidence:{evidence_class}")
+    allure.dynamic.tag(*tags)
+
+    # History is keyed on these: the same case under the same profile, track and cap.
+    allure.dynamic.parameter("suite", suite)
+    allure.dynamic.parameter("index", index)
+    allure.dynamic.parameter("profile", record.get("profile"))
+    allure.dynamic.parameter("track", record.get("track"))
+    allure.dynamic.parameter("budget cap", _budget_text(budget))
+    # Where it ran must not split history: a rerun on another worker or GPU is the same case.
+    allure.dynamic.parameter("worker", record.get("worker", "main"), excluded=True)
+    if record.get("gpu") is not None:
+        allure.dynamic.parameter("gpu", record["gpu"], excluded=True)
+    # Replace the parametrize value (the Entry's repr) with the case id; suite and
+    # index already carry it, so it is hidden and kept out of the history key.
+    allure.dynamic.parameter(
+        ENTRY_PARAM, record.get("case"), excluded=True, mode=ParameterMode.HIDDEN
+    )
+
+    test = reporter.get_test(None)
+    test.steps.extend(_steps(record))
+    _attach(
+        reporter, test.uuid, json.dumps(record, indent=2, default=str).encode(),
+        RECORD_ATTACHMENT, "JSON",
+    )
+    video = _video_path(record, case_dir)
+    if video is not None:
+        _attach(reporter, test.uuid, video, VIDEO_ATTACHMENT, "MP4")
+    error = record.get("error")
+    if error:
+        text = f"{record.get('summary', '')}\n\ncause: {error.get('cause')}\n\n"
+        _attach(
+            reporter, test.uuid, (text + str(error.get("traceback", ""))).encode(),
+            ERROR_ATTACHMENT, "TEXT",
+        )
+
+
+def _attach(reporter: Any, parent: str, body: bytes | Path, name: str, kind: str) -> None:
+    """Attach to the test result itself, not to whatever fixture is running."""
+    attachment_type = _allure("allure_commons.types").AttachmentType[kind]
+    if isinstance(body, Path):
+        reporter.attach_file(
+            str(uuid.uuid4()), str(body), name=name, attachment_type=attachment_type, parent_uuid=parent
+        )
+    else:
+        reporter.attach_data(
+            str(uuid.uuid4()), body, name=name, attachment_type=attachment_type, parent_uuid=parent
+        )
+
+
+def _video_path(record: Mapping[str, Any], case_dir: Path | None) -> Path | None:
+    relative = (record.get("evidence") or {}).get("video")
+    if case_dir is None or not relative:
+        return None
+    path = case_dir / str(relative)
+    return path if path.is_file() else None
+
+
+def _budget_text(budget: Mapping[str, Any]) -> str:
+    mode = budget.get("mode")
+    if mode == "decisions":
+        return (
+            f"{budget.get('control_cap')} controls = {budget.get('max_policy_calls')} calls "
+            f"x {budget.get('replan_interval')} (decisions)"
+        )
+    return f"{budget.get('control_cap')} controls ({mode})"
+
+
+def _description(record: Mapping[str, Any]) -> str:
+    lines = [str(record.get("summary", "")), ""]
+    if record.get("evidence_class") == "infrastructure":
+        lines += [
+            "**Infrastructure evidence:** a built-in policy ran this case; it shows the "
+            "harness works, not what any model can do.",
+            "",
+        ]
+    lines += ["| counter | value |", "|---|---|"]
+    for name, value in (record.get("counters") or {}).items():
+        lines.append(f"| {name} | {'-' if value is None else value} |")
+    budget = record.get("budget") or {}
+    facts = {
+        "termination": record.get("termination"),
+        "truncation": record.get("truncation"),
+        "budget": f"{_budget_text(budget)}; {budget.get('cap_source', '')}".rstrip("; "),
+        "stop rule": record.get("stop_rule"),
+    }
+    lines += ["", "| fact | value |", "|---|---|"]
+    lines += [f"| {k} | {'-' if v is None else v} |" for k, v in facts.items()]
+    lines += [
+        "",
+        "Step times: environment setup and the whole episode are measured; each policy "
+        "call's share of the episode is apportioned by the controls it executed.",
+    ]
+    return "\n".join(lines)
+
+
+def _steps(record: Mapping[str, Any]) -> list[Any]:
+    """Steps rebuilt from the record, timed from its measured setup and episode spans."""
+    model = _allure("allure_commons.model2")
+    Status, StatusDetails, TestStepResult = model.Status, model.StatusDetails, model.TestStepResult
+
+    timings = record.get("timings") or {}
+    error = record.get("error")
+    start_ms = int(float(record.get("started_at") or time.time()) * 1000)
+    now_ms = int(time.time() * 1000)
+    details = (
+        StatusDetails(message=f"{error.get('kind')}: {error.get('message')}",
+                      trace=str(error.get("traceback", "")))
+        if error else None
+    )
+
+    setup_s = timings.get("setup_s")
+    env_stop = start_ms + int(float(setup_s) * 1000) if setup_s is not None else now_ms
+    steps: list[Any] = [
+        TestStepResult(
+            name=ENVIRONMENT_STEP,
+            status=Status.PASSED if setup_s is not None else Status.BROKEN,
+            statusDetails=None if setup_s is not None else details,
+            start=start_ms,
+            stop=env_stop,
+        )
+    ]
+    if setup_s is None:
+        return steps
+
+    chunks = list(record.get("chunks") or [])
+    episode_ms = int(float(timings.get("episode_s") or 0.0) * 1000)
+    weights = [int(c.get("executed") or 0) + 1 for c in chunks]
+    total = sum(weights) or 1
+    cursor, elapsed = env_stop, 0
+    for chunk, weight in zip(chunks, weights):
+        elapsed += weight
+        stop = env_stop + episode_ms * elapsed // total
+        steps.append(
+            TestStepResult(name=_chunk_title(chunk), status=Status.PASSED, start=cursor, stop=stop)
+        )
+        cursor = stop
+    if error:
+        steps.append(
+            TestStepResult(
+                name=f"episode errored ({error.get('kind')}): {error.get('cause')}",
+                status=Status.BROKEN,
+                statusDetails=details,
+                start=cursor,
+                stop=max(cursor, env_stop + episode_ms),
+            )
+        )
+    return steps
+
+
+def _chunk_title(chunk: Mapping[str, Any]) -> str:
+    call = chunk.get("call")
+    horizon = chunk.get("horizon") or 0
+    if not horizon:
+        return f"policy call {call}: stop signal"
+    title = f"policy call {call}: {horizon} actions, {chunk.get('executed', 0)} executed"
+    return title + " + stop signal" if chunk.get("stop") else title
+
+
+def _escape_key(key: str) -> str:
+    return "".join("\\" + c if c in "\\=: #!" else c for c in key)
+
+
+def _escape_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = [
+    "allure_active",
+    "environment_items",
+    "report_case",
+    "write_environment",
+]

@@ -1,0 +1,86 @@
+"""Merge result folders (shards, resumed or killed runs) into one, refusing mixtures.
+
+Folders merge only when they ran the same protocol identity, the same profile (by
+hash) and the same selection; a case present in two folders is refused rather than
+silently picking one. A single folder "merges" too: that rebuilds the summary of a
+run that was killed before it could write one, with its missing cases unattempted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_libero.errors import SetupError
+from pytest_libero.results import RunFolder, new_run_id, read_results
+from pytest_libero.summary import summarize
+
+_MUST_MATCH = (
+    ("protocol identity", lambda run: run["protocol_identity"]),
+    ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
+    ("selection", lambda run: run["plan"]["selection"]),
+    ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
+                             run["plan"]["replan_interval"], run["plan"]["track"])),
+)
+
+
+def _load_run(folder: Path) -> dict[str, Any]:
+    path = folder / "run.json"
+    if not path.is_file():
+        raise SetupError(f"{folder} is not a run folder (no run.json)")
+    run: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return run
+
+
+def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
+    """Write the merged run folder and return its path."""
+    if not folders:
+        raise SetupError("merge needs at least one run folder")
+    runs = [_load_run(f) for f in folders]
+    first = runs[0]
+    for folder, run in zip(folders[1:], runs[1:]):
+        for what, key in _MUST_MATCH:
+            if key(run) != key(first):
+                raise SetupError(
+                    f"cannot merge {folder} with {folders[0]}: the {what} differs "
+                    f"({key(run)!r} vs {key(first)!r})"
+                )
+    selected: list[str] = list(first["plan"]["cases"])
+    for run in runs[1:]:
+        selected += [c for c in run["plan"]["cases"] if c not in selected]
+    records: dict[str, dict[str, Any]] = {}
+    origin: dict[str, Path] = {}
+    for folder in folders:
+        for record in read_results(folder):
+            case = record["case"]
+            if case in records:
+                raise SetupError(
+                    f"case {case} appears in both {origin[case]} and {folder}; "
+                    "a merge never chooses between two episodes of one case"
+                )
+            records[case] = record
+            origin[case] = folder
+    if out is None:
+        target = RunFolder(folders[0].parent.parent, first["plan"]["profile"]["name"],
+                           f"{new_run_id()}-merged")
+    else:
+        target = RunFolder(out.parent, "", out.name)
+    try:
+        target.write_json("run.json", {**first, "run_id": target.path.name,
+                                       "merged_from": [str(f) for f in folders]})
+        for case in selected:
+            if case in records:
+                target.append_result(records[case])
+        summary = summarize(
+            selected, records,
+            run_id=target.path.name,
+            profile=first["plan"]["profile"]["name"],
+            evidence_class=first["plan"]["evidence_class"],
+            protocol_identity=first["protocol_identity"],
+        )
+        target.write_json("summary.json", summary)
+    finally:
+        target.close()
+    return target.path
