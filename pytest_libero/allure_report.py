@@ -3,16 +3,24 @@
 allure-pytest is optional: nothing here imports it until a case is reported, so the
 plugin loads without it.
 
-Why steps and attachments bypass ``allure.step``/``allure.attach``: the episode runs
-inside the ``libero_case`` setup fixture, and while a fixture runs allure-pytest sends
-both to that fixture's "set up" entry, with start and stop taken from the clock at
-the moment of the call. Built after the episode, every step would last zero
-milliseconds and the video would hide in the fixture's set-up section. Instead the
-steps are built as allure-commons model objects with times from the record and
-appended to the test result itself, and attachments name the test result as their
-parent; both go through allure-pytest's own reporter, so files land exactly as its
-``allure.attach`` would write them. Title, description, labels and parameters use the
-public ``allure.dynamic`` API, which already targets the test result.
+The episode runs inside the ``libero_case`` setup fixture, which allure-pytest
+(2.x) handles badly for this purpose, so three things bypass its public API:
+
+* Steps and attachments: while a fixture runs, ``allure.step``/``allure.attach`` go to
+  that fixture's "set up" entry, and a step's start and stop are the clock at the
+  moment of the call. Built after the episode, every step would last zero
+  milliseconds and the video would hide in the set-up section. Instead the steps are
+  allure-commons model objects timed from the record, appended to the test result
+  itself, and attachments go through allure-pytest's own reporter with the test
+  result as their parent, so the files land as ``allure.attach`` would write them.
+* Title and description: allure-pytest assigns both when setup ends, overwriting
+  ``allure.dynamic`` calls made from fixtures (allure-python issue #730).
+* Duration: allure-pytest times a test from the start of its call phase, which would
+  give every case about zero seconds.
+
+A small per-run pytest plugin (:class:`_CaseKeeper`) re-applies the last two after
+each phase's report. Labels and parameters use ``allure.dynamic``, which already
+targets the test result.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +78,11 @@ def report_case(record: Mapping[str, Any], case_dir: Path | None) -> None:
     an errored episode. It does nothing when Allure is not recording, and a reporting
     problem is a warning, never a changed case outcome.
     """
-    reporter = _current_reporter()
-    if reporter is None:
+    listener = _current_listener()
+    if listener is None:
         return
     try:
-        _report(reporter, record, case_dir)
+        _report(listener, record, case_dir)
     except Exception as exc:  # noqa: BLE001 - the report must never change the outcome
         warnings.warn(
             f"pytest-libero: could not report {record.get('case')!r} to Allure: "
@@ -129,8 +138,8 @@ def _allure(module: str) -> Any:
     return importlib.import_module(module)
 
 
-def _current_reporter() -> Any | None:
-    """allure-pytest's reporter for this process, or None when it is not recording.
+def _current_listener() -> Any | None:
+    """allure-pytest's listener for this process, or None when it is not recording.
 
     allure-pytest registers its listener in allure-commons' plugin manager only when
     ``--alluredir`` is given; the most recently registered one owns the running test.
@@ -148,19 +157,71 @@ def _current_reporter() -> Any | None:
     for listener in reversed(listeners):
         reporter = getattr(listener, "allure_logger", None)
         if reporter is not None and reporter.get_test(None) is not None:
-            return reporter
+            return listener
     return None
 
 
-def _report(reporter: Any, record: Mapping[str, Any], case_dir: Path | None) -> None:
+@dataclass
+class _Fixup:
+    title: str
+    description: str
+    start_ms: int
+
+
+class _CaseKeeper:
+    """Re-applies what allure-pytest overwrites after the case fixture has run.
+
+    allure-pytest assigns the test's name and description when setup ends, after
+    every fixture ran, so ``allure.dynamic.title`` called from a fixture is lost
+    (allure-python issue #730); and it times the test from the start of the call
+    phase, which would give every case, whose episode runs in setup, a duration of
+    about zero. Each phase's report is made after allure-pytest's own hooks for that
+    phase, so the fix is applied there, until the case's teardown.
+    """
+
+    name = "libero-allure-case-keeper"
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+        self.pending: dict[str, _Fixup] = {}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        now_ms = int(time.time() * 1000)
+        for uuid, fixup in list(self.pending.items()):
+            test = self.reporter.get_test(uuid)
+            if test is None or call.when == "teardown":
+                del self.pending[uuid]
+            if test is not None:
+                test.name, test.description = fixup.title, fixup.description
+                test.start = min(test.start or now_ms, fixup.start_ms)
+                test.stop = max(test.stop or 0, now_ms)
+
+
+def _keep(listener: Any, test: Any, fixup: _Fixup) -> None:
+    test.name, test.description = fixup.title, fixup.description
+    manager: pytest.PytestPluginManager = listener.config.pluginmanager
+    keeper = manager.get_plugin(_CaseKeeper.name)
+    if not isinstance(keeper, _CaseKeeper) or keeper.reporter is not listener.allure_logger:
+        if keeper is not None:
+            manager.unregister(keeper)
+        keeper = _CaseKeeper(listener.allure_logger)
+        manager.register(keeper, _CaseKeeper.name)
+    keeper.pending[test.uuid] = fixup
+
+
+def _report(listener: Any, record: Mapping[str, Any], case_dir: Path | None) -> None:
     allure = _allure("allure")
+    reporter = listener.allure_logger
+    test = reporter.get_test(None)
     ParameterMode = _allure("allure_commons.types").ParameterMode
 
     entry = record.get("entry") or {}
     budget = record.get("budget") or {}
     suite, index = entry.get("suite", "?"), entry.get("index", "?")
-    allure.dynamic.title(f"{suite}-{index}: {entry.get('language', record.get('case', ''))}")
-    allure.dynamic.description(_description(record))
+    case = record.get("case") or f"{suite}-{index}"
+    title = f"{case}: {entry.get('language', '')}"
+    _keep(listener, test, _Fixup(title, _description(record), _start_ms(record)))
 
     allure.dynamic.parent_suite(PARENT_SUITE)
     allure.dynamic.suite(str(suite))
@@ -199,7 +260,6 @@ def _report(reporter: Any, record: Mapping[str, Any], case_dir: Path | None) -> 
         ENTRY_PARAM, record.get("case"), excluded=True, mode=ParameterMode.HIDDEN
     )
 
-    test = reporter.get_test(None)
     test.steps.extend(_steps(record))
     _attach(
         reporter, test.uuid, json.dumps(record, indent=2, default=str).encode(),
@@ -231,7 +291,8 @@ def _attach(reporter: Any, parent: str, body: bytes | Path, name: str, kind: str
 
 
 def _video_path(record: Mapping[str, Any], case_dir: Path | None) -> Path | None:
-    relative = (record.get("evidence") or {}).get("video")
+    video = (record.get("evidence") or {}).get("video") or {}
+    relative = video.get("path") if isinstance(video, Mapping) else video
     if case_dir is None or not relative:
         return None
     path = case_dir / str(relative)
@@ -283,7 +344,7 @@ def _steps(record: Mapping[str, Any]) -> list[Any]:
 
     timings = record.get("timings") or {}
     error = record.get("error")
-    start_ms = int(float(record.get("started_at") or time.time()) * 1000)
+    start_ms = _start_ms(record)
     now_ms = int(time.time() * 1000)
     details = (
         StatusDetails(message=f"{error.get('kind')}: {error.get('message')}",
@@ -328,6 +389,10 @@ def _steps(record: Mapping[str, Any]) -> list[Any]:
             )
         )
     return steps
+
+
+def _start_ms(record: Mapping[str, Any]) -> int:
+    return int(float(record.get("started_at") or time.time()) * 1000)
 
 
 def _chunk_title(chunk: Mapping[str, Any]) -> str:

@@ -124,4 +124,6 @@ def run_case(
         "started_at": started,
         "timings": timings,
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
     }

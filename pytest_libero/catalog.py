@@ -9,7 +9,7 @@ worker collects the same cases.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -216,3 +216,31 @@ def _pick(catalog: Catalog, suite: str, ids: Sequence[int]) -> list[Entry]:
         )
     wanted = set(ids)
     return [e for e in entries if e.index in wanted]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Read "I/N" (1-based: 1/2 and 2/2 are the two halves)."""
+    index, sep, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = 0, 0
+    if not sep or not 1 <= i <= n:
+        raise SetupError(f"--libero-shard={text!r}: write I/N with 1 <= I <= N, e.g. 1/4")
+    return i, n
+
+
+def shard(entries: Sequence[Entry], index: int, count: int, cost: Callable[[Entry], float]) -> list[Entry]:
+    """The ``index``-th of ``count`` disjoint parts, balanced by expected cost.
+
+    Longest-processing-time first: the costliest entry goes to the least-loaded part,
+    ties broken by native order and part number, so every machine computes the same
+    split. Each part keeps native order.
+    """
+    loads = [0.0] * count
+    owner: dict[Entry, int] = {}
+    for entry in sorted(entries, key=lambda e: -cost(e)):  # stable: native order on ties
+        part = min(range(count), key=lambda p: (loads[p], p))
+        owner[entry] = part
+        loads[part] += cost(entry)
+    return [e for e in entries if owner[e] == index - 1]

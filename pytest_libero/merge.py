@@ -9,7 +9,7 @@ run that was killed before it could write one, with its missing cases unattempte
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,29 @@ from pytest_libero.errors import SetupError
 from pytest_libero.results import RunFolder, new_run_id, read_results
 from pytest_libero.summary import summarize
 
-_MUST_MATCH = (
+_Key = Callable[[dict[str, Any]], Any]
+_MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("protocol identity", lambda run: run["protocol_identity"]),
     ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
     ("selection", lambda run: run["plan"]["selection"]),
+    ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
                              run["plan"]["replan_interval"], run["plan"]["track"])),
 )
 
 
-def _load_run(folder: Path) -> dict[str, Any]:
+def run_difference(run: dict[str, Any], other: dict[str, Any], *, same_shard: bool = False) -> str | None:
+    """Why two runs cannot be one evaluation, or None when they can."""
+    checks: list[tuple[str, _Key]] = list(_MUST_MATCH)
+    if same_shard:
+        checks.append(("shard", lambda r: r["plan"]["shard"]))
+    for what, key in checks:
+        if key(run) != key(other):
+            return f"the {what} differs ({key(run)!r} vs {key(other)!r})"
+    return None
+
+
+def load_run(folder: Path) -> dict[str, Any]:
     path = folder / "run.json"
     if not path.is_file():
         raise SetupError(f"{folder} is not a run folder (no run.json)")
@@ -38,18 +51,13 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
     """Write the merged run folder and return its path."""
     if not folders:
         raise SetupError("merge needs at least one run folder")
-    runs = [_load_run(f) for f in folders]
+    runs = [load_run(f) for f in folders]
     first = runs[0]
     for folder, run in zip(folders[1:], runs[1:]):
-        for what, key in _MUST_MATCH:
-            if key(run) != key(first):
-                raise SetupError(
-                    f"cannot merge {folder} with {folders[0]}: the {what} differs "
-                    f"({key(run)!r} vs {key(first)!r})"
-                )
-    selected: list[str] = list(first["plan"]["cases"])
-    for run in runs[1:]:
-        selected += [c for c in run["plan"]["cases"] if c not in selected]
+        difference = run_difference(run, first)
+        if difference:
+            raise SetupError(f"cannot merge {folder} with {folders[0]}: {difference}")
+    selected: list[str] = list(first["plan"]["selection_cases"])
     records: dict[str, dict[str, Any]] = {}
     origin: dict[str, Path] = {}
     for folder in folders:
@@ -63,10 +71,10 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             records[case] = record
             origin[case] = folder
     if out is None:
-        target = RunFolder(folders[0].parent.parent, first["plan"]["profile"]["name"],
-                           f"{new_run_id()}-merged")
-    else:
-        target = RunFolder(out.parent, "", out.name)
+        here = folders[0].resolve()
+        profile_dirs = [p for p in here.parents if p.name == first["plan"]["profile"]["name"]]
+        out = (profile_dirs[0] if profile_dirs else here.parent) / f"{new_run_id()}-merged"
+    target = RunFolder(out)
     try:
         target.write_json("run.json", {**first, "run_id": target.path.name,
                                        "merged_from": [str(f) for f in folders]})

@@ -6,10 +6,11 @@ derives the same cases and budgets from the same command line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_libero.catalog import Catalog, Entry, SelectionRequest, load_catalog, select
+from pytest_libero.catalog import Catalog, Entry, SelectionRequest, load_catalog, select, shard
 from pytest_libero.episode import Budget, decisions_budget, horizon_budget
 from pytest_libero.errors import SetupError
 from pytest_libero.profiles import Profile
@@ -23,11 +24,22 @@ class RunPlan:
     profile: Profile
     selection: SelectionRequest
     entries: tuple[Entry, ...]
+    """The cases this process runs: the selection, or its shard, less finished ones."""
     budget_mode: str
     max_policy_calls: int
     replan_interval: int
     track: str
     catalog: Catalog = field(repr=False)
+    selected: tuple[Entry, ...] = ()
+    """The whole selection, across shards and resumed runs."""
+    owned: tuple[Entry, ...] = ()
+    """This run folder's part: the selection, or this shard of it."""
+    shard: tuple[int, int] | None = None
+
+    def only(self, case_ids: Iterable[str]) -> RunPlan:
+        """The same plan narrowed to these cases (resume; a worker told by the controller)."""
+        wanted = set(case_ids)
+        return replace(self, entries=tuple(e for e in self.entries if e.case_id in wanted))
 
     @property
     def evidence_class(self) -> str:
@@ -45,7 +57,9 @@ class RunPlan:
             "profile": self.profile.identity(),
             "evidence_class": self.evidence_class,
             "selection": self.selection.as_dict(),
-            "cases": [e.case_id for e in self.entries],
+            "cases": [e.case_id for e in self.owned],
+            "selection_cases": [e.case_id for e in self.selected],
+            "shard": list(self.shard) if self.shard else None,
             "budget_mode": self.budget_mode,
             "max_policy_calls": self.max_policy_calls if self.budget_mode == "decisions" else None,
             "replan_interval": self.replan_interval,
@@ -61,10 +75,11 @@ def make_plan(
     max_policy_calls: int | None = None,
     replan_interval: int | None = None,
     track: str | None = None,
+    shard_of: tuple[int, int] | None = None,
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
-    entries = tuple(select(catalog, selection))
+    selected = tuple(select(catalog, selection))
     mode = budget_mode or profile.budget_mode
     if mode not in BUDGET_MODES:
         raise SetupError(f"--libero-budget-mode={mode!r} is unknown; allowed: {', '.join(BUDGET_MODES)}")
@@ -77,13 +92,20 @@ def make_plan(
     chosen_track = track or profile.track
     if chosen_track not in TRACKS:
         raise SetupError(f"--libero-track={chosen_track!r} is unknown; allowed: {', '.join(TRACKS)}")
-    return RunPlan(
+    plan = RunPlan(
         profile=profile,
         selection=selection,
-        entries=entries,
+        entries=selected,
         budget_mode=mode,
         max_policy_calls=calls,
         replan_interval=interval,
         track=chosen_track,
         catalog=catalog,
+        selected=selected,
+        owned=selected,
+        shard=shard_of,
     )
+    if shard_of is None:
+        return plan
+    part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))
+    return replace(plan, entries=part, owned=part)

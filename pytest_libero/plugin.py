@@ -15,19 +15,29 @@ from typing import Any, Literal
 
 import pytest
 
+from pytest_libero.allure_report import allure_active, report_case
 from pytest_libero.case import run_case_with_evidence
-from pytest_libero.catalog import SelectionRequest, parse_task_ids
+from pytest_libero.catalog import SelectionRequest, parse_shard, parse_task_ids
+from pytest_libero.distributed import (
+    WORKER_CASES,
+    WORKER_RUN_DIR,
+    XdistController,
+    configure_workers,
+    parse_gpus,
+    prefer_worksteal,
+)
 from pytest_libero.errors import SetupError
+from pytest_libero.merge import load_run, run_difference
 from pytest_libero.launcher import LaunchedServer
 from pytest_libero.plan import RunPlan, make_plan
 from pytest_libero.policy.contract import Policy
 from pytest_libero.profiles import load_profile, parse_policy_options
-from pytest_libero.recorder import RECORD_PROPERTY, Gates, Recorder, load_baseline
+from pytest_libero.recorder import RECORD_PROPERTY, Gates, Recorder, load_baseline, run_identity
+from pytest_libero.results import RunFolder, read_results
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
 RUN_DIR_KEY = pytest.StashKey[Path]()
-WORKER_RUN_DIR = "libero_run_dir"
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,12 @@ OPTIONS = (
     _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
             "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
     _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
+    _Option("shard", "run part I of N (1-based, e.g. 2/4) of the selection, parts balanced "
+            "by budget; give every shard the same --libero-run-id"),
+    _Option("resume", "continue the interrupted run in RUN_DIR: only its unattempted cases "
+            "run, appended to the same folder"),
+    _Option("gpus", "GPU indices, one per xdist worker (CUDA_VISIBLE_DEVICES and "
+            "MUJOCO_EGL_DEVICE_ID); without -n, one worker per GPU"),
     _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
             "libero-results"),
     _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "
@@ -156,6 +172,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         max_policy_calls=_int_option(config, "max-policy-calls"),
         replan_interval=_int_option(config, "replan-interval"),
         track=option_value(config, "track"),
+        shard_of=parse_shard(shard) if (shard := option_value(config, "shard")) else None,
     )
 
 
@@ -189,48 +206,66 @@ def conformance_dir() -> Path:
     return Path(conformance.__file__).parent
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with --libero-gpus starts one worker per GPU."""
+    gpus = option_value(config, "gpus")
+    return len(parse_gpus(gpus)) if gpus else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    is_controller = not hasattr(config, "workerinput")
     try:
+        gpus = option_value(config, "gpus")
+        if gpus and is_controller and config.pluginmanager.hasplugin("xdist"):
+            configure_workers(config, parse_gpus(gpus))
         plan = build_plan(config)
         if plan is None:
             return
-        is_controller = not hasattr(config, "workerinput")
         if is_controller:
             from pytest_libero.inventory import load_inventory, verify_entries
 
             verify_entries([e.as_dict() for e in plan.entries], load_inventory())
             plan.profile.build_policy().close()  # a bad factory or option is a usage error
+            recorder = start_recorder(config, plan)
+            plan = recorder.plan
+        else:
+            workerinput = config.workerinput  # type: ignore[attr-defined]
+            plan = plan.only(workerinput[WORKER_CASES])
     except SetupError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[PLAN_KEY] = plan
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(conformance_dir())]
-    if is_controller:
-        root = Path(option_value(config, "results") or "libero-results")
-        if not root.is_absolute():
-            root = config.invocation_params.dir / root
-        try:
-            recorder = Recorder.start(plan, root, option_value(config, "run-id"), gates(config))
-        except SetupError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        config.stash[RECORDER_KEY] = recorder
-        config.stash[RUN_DIR_KEY] = recorder.folder.path
-        config.pluginmanager.register(recorder, "libero-recorder")
-        if config.pluginmanager.hasplugin("xdist"):
-            config.pluginmanager.register(_XdistController(recorder.folder.path), "libero-xdist")
-    else:
-        config.stash[RUN_DIR_KEY] = Path(config.workerinput[WORKER_RUN_DIR])  # type: ignore[attr-defined]
+    if not is_controller:
+        config.stash[RUN_DIR_KEY] = Path(workerinput[WORKER_RUN_DIR])
+        return
+    config.stash[RECORDER_KEY] = recorder
+    config.stash[RUN_DIR_KEY] = recorder.folder.path
+    config.pluginmanager.register(recorder, "libero-recorder")
+    if config.pluginmanager.hasplugin("xdist"):
+        prefer_worksteal(config)
+        controller = XdistController(recorder.folder.path, [e.case_id for e in plan.entries])
+        config.pluginmanager.register(controller, "libero-xdist")
 
 
-class _XdistController:
-    """Registered only under xdist: hands each worker the run folder for its evidence."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[WORKER_RUN_DIR] = str(self.run_dir)
+def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
+    """Open the run folder: a new one, or the one --libero-resume continues."""
+    resume = option_value(config, "resume")
+    if resume:
+        folder = RunFolder(Path(resume), resume=True)
+        previous = load_run(folder.path)
+        difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
+        if difference:
+            raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {difference}")
+        finished = {r["case"] for r in read_results(folder.path)}
+        plan = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
+        return Recorder.resume(plan, folder, gates(config))
+    root = Path(option_value(config, "results") or "libero-results")
+    if not root.is_absolute():
+        root = config.invocation_params.dir / root
+    return Recorder.start(plan, root, option_value(config, "run-id"), gates(config))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -302,6 +337,8 @@ def libero_case(
     case_dir = request.config.stash[RUN_DIR_KEY] / "cases" / libero_entry.case_id
     record = run_case_with_evidence(libero_plan, libero_entry, libero_policy, case_dir)
     request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
+    if allure_active(request.config):
+        report_case(record, case_dir)
     if record["outcome"] == "errored":
         raise CaseErrored(record)
     return record

@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.allure_report import write_environment
 from pytest_libero.catalog import load_catalog, load_inventory_bytes
 from pytest_libero.identity import protocol_identity, sha256_bytes
 from pytest_libero.plan import RunPlan
 from pytest_libero.protocol import SOURCE_PIN
 from pytest_libero.errors import SetupError
 from pytest_libero.gate import Verdict, min_success_gate, regression_gate
-from pytest_libero.results import RunFolder, new_run_id, read_results
+from pytest_libero.results import RunFolder, new_run_id, read_results, run_folder_path, run_id_of
 from pytest_libero.summary import summarize, summary_lines
 
 RECORD_PROPERTY = "libero_record"
@@ -54,9 +55,23 @@ class Recorder:
 
     @classmethod
     def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates | None = None) -> Recorder:
-        folder = RunFolder(root, plan.profile.name, run_id or new_run_id())
-        folder.write_json("run.json", run_identity(plan, folder.path.name))
+        path = run_folder_path(root, plan.profile.name, run_id or new_run_id(), plan.shard)
+        folder = RunFolder(path)
+        folder.write_json("run.json", run_identity(plan, run_id_of(path)))
         return cls(plan, folder, gates)
+
+    @classmethod
+    def resume(cls, plan: RunPlan, folder: RunFolder, gates: Gates | None = None) -> Recorder:
+        """Continue a run in its own folder; what it finished counts, nothing reruns."""
+        recorder = cls(plan, folder, gates)
+        recorder.records = {r["case"]: r for r in read_results(folder.path)}
+        run = json.loads((folder.path / "run.json").read_text(encoding="utf-8"))
+        run.setdefault("resumed", []).append(
+            {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "cases": [e.case_id for e in plan.entries]}
+        )
+        folder.write_json("run.json", run)
+        return recorder
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
@@ -70,9 +85,9 @@ class Recorder:
 
     def summary(self) -> dict[str, Any]:
         return summarize(
-            [e.case_id for e in self.plan.entries],
+            [e.case_id for e in self.plan.owned],
             self.records,
-            run_id=self.folder.path.name,
+            run_id=run_id_of(self.folder.path),
             profile=self.plan.profile.name,
             evidence_class=self.plan.evidence_class,
             protocol_identity=protocol_identity(),
@@ -88,6 +103,10 @@ class Recorder:
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
         self.folder.write_json("summary.json", summary)
         self.folder.close()
+        alluredir = session.config.getoption("allure_report_dir", default=None)
+        if alluredir:
+            run = json.loads((self.folder.path / "run.json").read_text(encoding="utf-8"))
+            write_environment(Path(alluredir), run)
         if self.gates.active and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             # With a gate, the gate decides: a checkpoint below 100% still passes CI.
             passed = all(v.passed for v in self.verdicts)

@@ -22,18 +22,33 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-class RunFolder:
-    """One run's folder; it is created new and never overwrites another run."""
+def run_folder_path(root: Path, profile: str, run_id: str, shard: tuple[int, int] | None) -> Path:
+    """<root>/<profile>/<run id>, and one level more per shard of a sharded run."""
+    path = root / profile / run_id
+    return path / f"shard-{shard[0]}-of-{shard[1]}" if shard else path
 
-    def __init__(self, root: Path, profile: str, run_id: str) -> None:
-        self.path = root / profile / run_id
-        try:
-            self.path.mkdir(parents=True, exist_ok=False)
-        except FileExistsError:
-            raise SetupError(
-                f"run folder {self.path} already exists; a run never overwrites another. "
-                "Choose another --libero-run-id or leave it unset"
-            ) from None
+
+def run_id_of(path: Path) -> str:
+    """The run id of a run folder, a shard folder included."""
+    return path.parent.name if path.name.startswith("shard-") else path.name
+
+
+class RunFolder:
+    """One run's folder: created new (never overwriting another run) or resumed."""
+
+    def __init__(self, path: Path, *, resume: bool = False) -> None:
+        self.path = path
+        if resume:
+            if not (path / "run.json").is_file():
+                raise SetupError(f"--libero-resume={path}: not a run folder (no run.json)")
+        else:
+            try:
+                self.path.mkdir(parents=True, exist_ok=False)
+            except FileExistsError:
+                raise SetupError(
+                    f"run folder {self.path} already exists; a run never overwrites another. "
+                    "Choose another --libero-run-id, leave it unset, or --libero-resume it"
+                ) from None
         self._results: TextIO = (self.path / "results.jsonl").open("a", encoding="utf-8")
 
     def write_json(self, name: str, data: Any) -> Path:
