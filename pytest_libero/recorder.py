@@ -65,10 +65,13 @@ class Recorder:
         """Continue a run in its own folder; what it finished counts, nothing reruns."""
         recorder = cls(plan, folder, gates)
         recorder.records = {r["case"]: r for r in read_results(folder.path)}
+        kept = [str(p.relative_to(folder.path)) for e in plan.entries
+                if (p := _set_aside(folder.path / "cases" / e.case_id)) is not None]
         run = json.loads((folder.path / "run.json").read_text(encoding="utf-8"))
         run.setdefault("resumed", []).append(
             {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "cases": [e.case_id for e in plan.entries]}
+             "cases": [e.case_id for e in plan.entries],
+             "interrupted_evidence": kept}
         )
         folder.write_json("run.json", run)
         return recorder
@@ -120,6 +123,17 @@ class Recorder:
             for line in verdict.lines:
                 terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
         terminalreporter.write_line(f"results: {self.folder.path}")
+
+
+def _set_aside(case_dir: Path) -> Path | None:
+    """Keep an interrupted attempt's partial evidence under a new name, never delete it."""
+    if not case_dir.exists():
+        return None
+    n = 1
+    while (target := case_dir.with_name(f"{case_dir.name}.interrupted-{n}")).exists():
+        n += 1
+    case_dir.rename(target)
+    return target
 
 
 def load_baseline(run_dir: Path) -> dict[str, dict[str, Any]]:
