@@ -1,14 +1,15 @@
 """One case: open the native episode, run it against the policy, return its record.
 
 The record is plain JSON-ready data; it is the single source for the pytest outcome,
-the results line and (later) every report. Nothing here raises for an episode
-problem: errors are part of the record.
+the results line and every report. Nothing here raises for an episode problem:
+errors are part of the record.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +18,28 @@ from pytest_libero.catalog import Entry
 from pytest_libero.episode import (
     EpisodeListener,
     EpisodeResult,
+    Tee,
     call_policy,
     error_record,
     run_episode,
 )
 from pytest_libero.errors import EpisodeError
 from pytest_libero.plan import RunPlan
-from pytest_libero.results import write_json_atomic
 from pytest_libero.policy.contract import Policy
+from pytest_libero.results import write_json_atomic
+
+Phase = Callable[[str], None]
+"""Told "policy_reset", "build", "episode", "evidence" as a case moves on (a watchdog)."""
 
 
 def run_case_with_evidence(
-    plan: RunPlan, entry: Entry, policy: Policy, case_dir: Path
+    plan: RunPlan,
+    entry: Entry,
+    policy: Policy,
+    case_dir: Path,
+    *,
+    listener: EpisodeListener | None = None,
+    phase: Phase | None = None,
 ) -> dict[str, Any]:
     """Run the case while streaming its evidence into ``case_dir`` (P10).
 
@@ -37,24 +48,27 @@ def run_case_with_evidence(
     """
     from pytest_libero.evidence import CaseEvidence, EvidenceError
 
-    evidence: CaseEvidence | None = None
     try:
         evidence = CaseEvidence(case_dir)
-    except EvidenceError as exc:
-        record = run_case(plan, entry, policy, skip_episode=exc)
+    except (EvidenceError, OSError) as exc:
+        record = errored_record(plan, entry, exc, kind="evidence")
     else:
-        record = run_case(plan, entry, policy, listener=evidence)
+        sink = evidence if listener is None else Tee(evidence, listener)
+        record = run_case(plan, entry, policy, listener=sink, phase=phase)
+        if phase is not None:
+            phase("evidence")
         try:
             record["evidence"] = evidence.close()
-        except EvidenceError as exc:
-            record["evidence"] = exc.summary
+        except (EvidenceError, OSError) as exc:
+            record["evidence"] = getattr(exc, "summary", None)
             if record["outcome"] != "errored":
-                record["native_outcome"] = record["outcome"]
-                record["outcome"] = "errored"
-                record["error"] = error_record(exc)
-                record["summary"] = f"errored (evidence): {exc}"
+                mark_errored(record, exc, kind="evidence")
     record["evidence_dir"] = str(case_dir)
-    write_json_atomic(case_dir / "episode.json", record)
+    try:
+        write_json_atomic(case_dir / "episode.json", record)
+    except OSError as exc:  # a full disk: the record still reaches results.jsonl
+        if record["outcome"] != "errored":
+            mark_errored(record, exc, kind="evidence")
     return record
 
 
@@ -63,25 +77,21 @@ def run_case(
     entry: Entry,
     policy: Policy,
     *,
-    adapter_name: str = "libero",
     listener: EpisodeListener | None = None,
-    skip_episode: EpisodeError | None = None,
+    phase: Phase | None = None,
 ) -> dict[str, Any]:
-    """Run the entry's episode and return its full record (P9-P11).
-
-    ``skip_episode`` records the case as errored with that cause without running it
-    (the evidence could not even be opened).
-    """
+    """Run the entry's episode and return its full record (P9-P11)."""
+    tell = phase or (lambda name: None)
     budget = plan.budget_for(entry)
     started = time.time()
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
     try:
-        if skip_episode is not None:
-            raise skip_episode
         # Reach the policy before paying for a simulator: a dead server costs seconds.
+        tell("policy_reset")
         call_policy(policy.reset)
-        adapter = get_adapter(adapter_name)
+        tell("build")
+        adapter = get_adapter(plan.adapter)
         t0 = time.perf_counter()
         episode = adapter.open(entry, track=plan.track, control_cap=budget.control_cap)
         timings["setup_s"] = round(time.perf_counter() - t0, 3)
@@ -91,6 +101,7 @@ def run_case(
         result = EpisodeResult(outcome="errored", error=error_record(exc, kind="environment"))
     else:
         identity = episode.identity
+        tell("episode")
         try:
             t0 = time.perf_counter()
             result = run_episode(
@@ -104,16 +115,52 @@ def run_case(
             timings["episode_s"] = round(time.perf_counter() - t0, 3)
         finally:
             episode.close()
+    return _assemble(plan, entry, result, identity, timings, started, policy.metadata)
+
+
+def errored_record(
+    plan: RunPlan,
+    entry: Entry,
+    exc: BaseException,
+    *,
+    kind: str,
+    counters: Mapping[str, Any] | None = None,
+    started: float | None = None,
+) -> dict[str, Any]:
+    """The record of a case that errored outside the episode loop (evidence, a crash)."""
+    result = EpisodeResult(outcome="errored", error=error_record(exc, kind=kind))
+    for name, value in (counters or {}).items():
+        setattr(result.counters, name, value)
+    return _assemble(plan, entry, result, {}, {}, started or time.time(), {})
+
+
+def mark_errored(record: dict[str, Any], exc: BaseException, *, kind: str) -> None:
+    """Turn a finished record into an errored one, keeping what LIBERO had said."""
+    record["native_outcome"] = record["outcome"]
+    record["outcome"] = "errored"
+    record["error"] = error_record(exc, kind=kind)
+    record["summary"] = f"errored ({kind}): {exc}"
+
+
+def _assemble(
+    plan: RunPlan,
+    entry: Entry,
+    result: EpisodeResult,
+    identity: dict[str, Any],
+    timings: dict[str, float],
+    started: float,
+    policy_metadata: Mapping[str, Any],
+) -> dict[str, Any]:
     return {
         "case": entry.case_id,
         "entry": entry.as_dict(),
         "profile": plan.profile.name,
         "evidence_class": plan.evidence_class,
         "track": plan.track,
-        "budget": budget.as_dict(),
+        "budget": plan.budget_for(entry).as_dict(),
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
-        "policy_metadata": dict(policy.metadata),
+        "policy_metadata": dict(policy_metadata),
         "outcome": result.outcome,
         "termination": result.termination,
         "truncation": result.truncation,
@@ -126,4 +173,5 @@ def run_case(
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
+        "pid": os.getpid(),
     }

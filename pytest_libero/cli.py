@@ -1,4 +1,8 @@
-"""The ``pytest-libero`` command: work on result folders outside a pytest session."""
+"""The ``pytest-libero`` command: work on result folders outside a pytest session.
+
+``merge`` joins shards (or the pieces of a resumed or killed run) and can gate the
+whole: a sharded run is judged once, on all its cases.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_libero.errors import SetupError
+from pytest_libero.gate import min_success_gate, regression_gate
 from pytest_libero.merge import merge_runs
+from pytest_libero.recorder import load_baseline
+from pytest_libero.results import read_results
 from pytest_libero.summary import summary_lines
 
 
@@ -24,16 +31,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR")
     merge.add_argument("--out", type=Path, help="the new folder (must not exist); default: "
                        "a new run id beside the first folder")
+    merge.add_argument("--min-success", type=float, metavar="RATE",
+                       help="gate the merged run: exit 1 unless complete and at least RATE")
+    merge.add_argument("--baseline", type=Path, metavar="RUN_DIR",
+                       help="gate the merged run against an earlier run (exact McNemar)")
+    merge.add_argument("--baseline-alpha", type=float, default=0.05)
     args = parser.parse_args(argv)
     try:
         merged = merge_runs(args.folders, args.out)
+        summary = json.loads((merged / "summary.json").read_text())
+        verdicts = []
+        if args.min_success is not None:
+            verdicts.append(min_success_gate(summary, args.min_success))
+        if args.baseline is not None:
+            baseline = load_baseline(args.baseline, summary["protocol_identity"])
+            current = {r["case"]: r for r in read_results(merged)}
+            verdicts.append(regression_gate(baseline, current, args.baseline_alpha))
     except SetupError as exc:
         parser.exit(2, f"pytest-libero merge: {exc}\n")
-    summary = json.loads((merged / "summary.json").read_text())
     for line in summary_lines(summary):
         print(line)
+    for verdict in verdicts:
+        print("\n".join(verdict.lines))
     print(f"merged: {merged}")
-    return 0
+    return 0 if all(v.passed for v in verdicts) else 1
 
 
 if __name__ == "__main__":

@@ -78,6 +78,10 @@ class EpisodeListener(Protocol):
 
     def on_observation(self, call: int, observation: Observation) -> None: ...
 
+    def on_decision(self, call: int, reply: Reply) -> None:
+        """A valid reply arrived; its prefix is about to execute."""
+        ...
+
     def on_reply(self, call: int, reply: Reply, executed: int) -> None: ...
 
     def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
@@ -89,11 +93,37 @@ class _Silent:
     def on_observation(self, call: int, observation: Observation) -> None:
         pass
 
+    def on_decision(self, call: int, reply: Reply) -> None:
+        pass
+
     def on_reply(self, call: int, reply: Reply, executed: int) -> None:
         pass
 
     def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
         pass
+
+
+class Tee:
+    """Hands every event to several listeners, in order."""
+
+    def __init__(self, *listeners: EpisodeListener) -> None:
+        self.listeners = listeners
+
+    def on_observation(self, call: int, observation: Observation) -> None:
+        for listener in self.listeners:
+            listener.on_observation(call, observation)
+
+    def on_decision(self, call: int, reply: Reply) -> None:
+        for listener in self.listeners:
+            listener.on_decision(call, reply)
+
+    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+        for listener in self.listeners:
+            listener.on_reply(call, reply, executed)
+
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+        for listener in self.listeners:
+            listener.on_control(control, action, frame)
 
 
 @dataclass
@@ -186,6 +216,7 @@ def run_episode(
             raw = call_policy(policy.infer, observation)
             counters.policy_calls = call
             reply = validate_reply(raw)
+            sink.on_decision(call, reply)
             executed = 0
             if reply.actions is not None:
                 counters.decisions += 1

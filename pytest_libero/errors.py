@@ -13,24 +13,28 @@ class EpisodeError(Exception):
     """A case could not complete; it is errored, never retried."""
 
     kind: ClassVar[str] = "error"
+    cause: ClassVar[str] = "error"
 
 
 class EnvironmentFault(EpisodeError):
     """The simulator failed to build, reset, step or score."""
 
     kind = "environment"
+    cause = "environment"
 
 
 class PolicyTransportError(EpisodeError):
     """The policy could not be reached, or its reply could not be read."""
 
     kind = "policy_transport"
+    cause = "policy"
 
 
 class InvalidAction(EpisodeError):
     """The policy answered, but the answer breaks the action contract (P6)."""
 
     kind = "invalid_action"
+    cause = "invalid_action"
 
 
 class SetupError(Exception):

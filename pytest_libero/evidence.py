@@ -82,6 +82,7 @@ class EvidenceError(EpisodeError):
     """
 
     kind = "evidence"
+    cause = "evidence"
 
     def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -325,6 +326,9 @@ class CaseEvidence:
         self._write_line(self._index, line)
         self._observations += 1
         self._last_call = call
+
+    def on_decision(self, call: int, reply: Reply) -> None:
+        pass
 
     def on_reply(self, call: int, reply: Reply, executed: int) -> None:
         self._require_open()

@@ -35,6 +35,8 @@ class RunPlan:
     owned: tuple[Entry, ...] = ()
     """This run folder's part: the selection, or this shard of it."""
     shard: tuple[int, int] | None = None
+    adapter: str = "libero"
+    """A registered adapter name or ``module:factory`` (the simulator side)."""
 
     def only(self, case_ids: Iterable[str]) -> RunPlan:
         """The same plan narrowed to these cases (resume; a worker told by the controller)."""
@@ -64,6 +66,7 @@ class RunPlan:
             "max_policy_calls": self.max_policy_calls if self.budget_mode == "decisions" else None,
             "replan_interval": self.replan_interval,
             "track": self.track,
+            "adapter": self.adapter,
         }
 
 
@@ -76,6 +79,7 @@ def make_plan(
     replan_interval: int | None = None,
     track: str | None = None,
     shard_of: tuple[int, int] | None = None,
+    adapter: str = "libero",
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
@@ -104,6 +108,7 @@ def make_plan(
         selected=selected,
         owned=selected,
         shard=shard_of,
+        adapter=adapter,
     )
     if shard_of is None:
         return plan

@@ -27,6 +27,7 @@ from pytest_libero.distributed import (
     prefer_worksteal,
 )
 from pytest_libero.errors import SetupError
+from pytest_libero.isolation import Watchdog, run_isolated
 from pytest_libero.merge import load_run, run_difference
 from pytest_libero.launcher import LaunchedServer
 from pytest_libero.plan import RunPlan, make_plan
@@ -84,6 +85,13 @@ OPTIONS = (
     _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
             "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
     _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
+    _Option("isolation", "process (each case's simulator in a watched child process: a "
+            "crash or hang costs that case only) or none (in the pytest process)", "process"),
+    _Option("step-timeout", "watchdog: seconds a control step may take before the case's "
+            "simulator is killed (isolation=process)", "120"),
+    _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
+            "environment may take (isolation=process)", "600"),
+    _Option("adapter", "benchmark adapter: a registered name or module:factory", "libero"),
     _Option("shard", "run part I of N (1-based, e.g. 2/4) of the selection, parts balanced "
             "by budget; give every shard the same --libero-run-id"),
     _Option("resume", "continue the interrupted run in RUN_DIR: only its unattempted cases "
@@ -173,6 +181,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         replan_interval=_int_option(config, "replan-interval"),
         track=option_value(config, "track"),
         shard_of=parse_shard(shard) if (shard := option_value(config, "shard")) else None,
+        adapter=option_value(config, "adapter") or "libero",
     )
 
 
@@ -199,6 +208,20 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     return rate
 
 
+def isolation(config: pytest.Config) -> str:
+    mode = option_value(config, "isolation") or "process"
+    if mode not in ("process", "none"):
+        raise pytest.UsageError(f"--libero-isolation={mode!r}: allowed: process, none")
+    return str(mode)
+
+
+def watchdog(config: pytest.Config, plan: RunPlan) -> Watchdog:
+    """Per-phase allowances; a policy call may take its own timeout plus a margin."""
+    step = _float_option(config, "step-timeout") or 120.0
+    build = _float_option(config, "build-timeout") or 600.0
+    return Watchdog(build_s=build, step_s=step, policy_s=max(step, plan.profile.call_timeout + 30))
+
+
 def conformance_dir() -> Path:
     """The shipped conformance suite; collected when no test path is given."""
     from pytest_libero import conformance
@@ -218,16 +241,25 @@ def pytest_configure(config: pytest.Config) -> None:
     is_controller = not hasattr(config, "workerinput")
     try:
         gpus = option_value(config, "gpus")
-        if gpus and is_controller and config.pluginmanager.hasplugin("xdist"):
+        if gpus and is_controller:
+            if not config.pluginmanager.hasplugin("xdist"):
+                raise SetupError("--libero-gpus needs pytest-xdist's workers; it is disabled "
+                                 "(-p no:xdist?) or not installed")
             configure_workers(config, parse_gpus(gpus))
         plan = build_plan(config)
         if plan is None:
             return
+        isolation(config)
+        watchdog(config, plan)
         if is_controller:
             from pytest_libero.inventory import load_inventory, verify_entries
 
             verify_entries([e.as_dict() for e in plan.entries], load_inventory())
             plan.profile.build_policy().close()  # a bad factory or option is a usage error
+            if config.option.collectonly:
+                config.stash[PLAN_KEY] = plan  # listing cases writes no run folder
+                _collect_conformance(config)
+                return
             recorder = start_recorder(config, plan)
             plan = recorder.plan
         else:
@@ -236,8 +268,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SetupError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[PLAN_KEY] = plan
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args = [str(conformance_dir())]
+    _collect_conformance(config)
     if not is_controller:
         config.stash[RUN_DIR_KEY] = Path(workerinput[WORKER_RUN_DIR])
         return
@@ -250,10 +281,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(controller, "libero-xdist")
 
 
+def _collect_conformance(config: pytest.Config) -> None:
+    """Without test paths on the command line, the shipped conformance suite runs."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(conformance_dir())]
+
+
 def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
     """Open the run folder: a new one, or the one --libero-resume continues."""
     resume = option_value(config, "resume")
     if resume:
+        clashing = ["--libero-run-id"] if option_value(config, "run-id") else []
+        if config.getoption("libero_results") is not None:
+            clashing.append("--libero-results")
+        if clashing:
+            raise SetupError(f"--libero-resume continues its own folder; drop {', '.join(clashing)}")
         folder = RunFolder(Path(resume), resume=True)
         previous = load_run(folder.path)
         difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
@@ -331,11 +373,15 @@ def libero_policy(libero_plan: RunPlan) -> Iterator[Policy]:
 
 @pytest.fixture
 def libero_case(
-    request: pytest.FixtureRequest, libero_plan: RunPlan, libero_policy: Policy, libero_entry: Any
+    request: pytest.FixtureRequest, libero_plan: RunPlan, libero_entry: Any
 ) -> dict[str, Any]:
     """Run the case's episode during setup; an errored episode errors the case."""
     case_dir = request.config.stash[RUN_DIR_KEY] / "cases" / libero_entry.case_id
-    record = run_case_with_evidence(libero_plan, libero_entry, libero_policy, case_dir)
+    if isolation(request.config) == "process":
+        record = run_isolated(libero_plan, libero_entry, case_dir, watchdog(request.config, libero_plan))
+    else:
+        policy = request.getfixturevalue("libero_policy")
+        record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir)
     request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
     if allure_active(request.config):
         report_case(record, case_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,15 @@ class Recorder:
         self.gates = gates or Gates()
         self.records: dict[str, dict[str, Any]] = {}
         self.verdicts: list[Verdict] = []
+        self.write_errors: list[str] = []
+
+    def _write(self, action: Callable[[], object], what: str) -> None:
+        """A run file that cannot be written (a full disk) is reported, not fatal:
+        the session goes on and the terminal summary says what was lost."""
+        try:
+            action()
+        except OSError as exc:
+            self.write_errors.append(f"could not write {self.folder.path / what}: {exc}")
 
     @classmethod
     def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates | None = None) -> Recorder:
@@ -84,7 +94,7 @@ class Recorder:
                 record = json.loads(str(value))
                 record["nodeid"] = report.nodeid
                 self.records[record["case"]] = record
-                self.folder.append_result(record)
+                self._write(lambda: self.folder.append_result(record), "results.jsonl")
 
     def summary(self) -> dict[str, Any]:
         return summarize(
@@ -104,8 +114,9 @@ class Recorder:
         if self.gates.baseline is not None:
             self.verdicts.append(regression_gate(self.gates.baseline, self.records, self.gates.alpha))
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
-        self.folder.write_json("summary.json", summary)
-        self.folder.close()
+        summary["write_errors"] = self.write_errors
+        self._write(lambda: self.folder.write_json("summary.json", summary), "summary.json")
+        self._write(self.folder.close, "results.jsonl")
         alluredir = session.config.getoption("allure_report_dir", default=None)
         if alluredir:
             run = json.loads((self.folder.path / "run.json").read_text(encoding="utf-8"))
@@ -122,6 +133,8 @@ class Recorder:
         for verdict in self.verdicts:
             for line in verdict.lines:
                 terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
+        for problem in self.write_errors:
+            terminalreporter.write_line(problem, red=True)
         terminalreporter.write_line(f"results: {self.folder.path}")
 
 
@@ -136,16 +149,17 @@ def _set_aside(case_dir: Path) -> Path | None:
     return target
 
 
-def load_baseline(run_dir: Path) -> dict[str, dict[str, Any]]:
+def load_baseline(run_dir: Path, expected: str | None = None) -> dict[str, dict[str, Any]]:
     """Records of an earlier run, refused unless it ran the same protocol."""
     run_json = run_dir / "run.json"
     if not run_json.is_file():
         raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
     identity = json.loads(run_json.read_text())["protocol_identity"]
-    if identity != protocol_identity():
+    expected = expected or protocol_identity()
+    if identity != expected:
         raise SetupError(
             f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
-            f"{protocol_identity()}; results of different protocols cannot be compared"
+            f"{expected}; results of different protocols cannot be compared"
         )
     return {r["case"]: r for r in read_results(run_dir)}
 

@@ -98,12 +98,33 @@ def test_collection_does_not_import_the_simulator(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["SIMULATOR-MODULES []"])
 
 
-def test_run_folder_is_never_reused(pytester: pytest.Pytester) -> None:
-    args = ["--libero-profile=zero", "--collect-only", "--libero-run-id=fixed", "--libero-results=out"]
-    assert pytester.runpytest(*args).ret == 0
-    run_json = json.loads((pytester.path / "out" / "zero" / "fixed" / "run.json").read_text())
+def test_run_folder_is_never_reused_and_collect_only_writes_none(pytester: pytest.Pytester) -> None:
+    # A policy server that is never up: both cases error in a second, no simulator built.
+    profile = pytester.makefile(".toml", unreachable="""
+        name = "unreachable"
+        [policy]
+        transport = "websocket"
+        endpoint = "ws://127.0.0.1:9"
+        wait_s = 0.2
+    """)
+    args = [f"--libero-profile={profile}", "--libero-run-id=fixed", "--libero-results=out"]
+    assert pytester.runpytest(*args, "--collect-only").ret == 0
+    assert not (pytester.path / "out").exists()  # listing cases writes nothing
+    first = pytester.runpytest(*args)
+    first.assert_outcomes(errors=2)
+    run_json = json.loads((pytester.path / "out" / "unreachable" / "fixed" / "run.json").read_text())
     assert run_json["plan"]["cases"] == ["libero_10-00", "libero_10-01"]
-    assert run_json["plan"]["evidence_class"] == "infrastructure"
+    assert run_json["plan"]["evidence_class"] == "capability"
     again = pytester.runpytest(*args)
     assert again.ret == pytest.ExitCode.USAGE_ERROR
     again.stderr.fnmatch_lines(["*already exists; a run never overwrites another*"])
+    clash = pytester.runpytest(f"--libero-profile={profile}", "--libero-run-id=x",
+                               f"--libero-resume={pytester.path / 'out' / 'unreachable' / 'fixed'}")
+    assert clash.ret == pytest.ExitCode.USAGE_ERROR
+    clash.stderr.fnmatch_lines(["*--libero-resume continues its own folder; drop --libero-run-id*"])
+
+
+def test_gpus_need_xdist(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-p", "no:xdist", "--libero-gpus=0,1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--libero-gpus needs pytest-xdist*"])

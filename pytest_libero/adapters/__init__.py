@@ -25,11 +25,11 @@ def names() -> list[str]:
 
 
 def get_adapter(name: str) -> Any:
-    """Build the adapter registered under ``name``."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"no adapter named {name!r}; registered: {', '.join(names())}") from None
+    """Build the adapter registered under ``name``, or named as ``module:factory``."""
+    target = _REGISTRY.get(name) or (name if ":" in name else None)
+    if target is None:
+        raise KeyError(f"no adapter named {name!r}; registered: {', '.join(names())}, "
+                       "or give module:factory")
     module, _, attribute = target.partition(":")
     factory: Callable[[], Any] = getattr(import_module(module), attribute)
     return factory()

@@ -1,0 +1,147 @@
+"""Simulator faults and resource limits cost one case, with the cause recorded.
+
+Faults are induced through a real extension point: a benchmark adapter named with
+--libero-adapter wraps LIBERO's and crashes or hangs on chosen cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.simulator
+pytest_plugins = ["pytester"]
+
+FAULTY_ADAPTER = '''
+import os, signal, sys, time
+from pytest_libero.adapters.libero import LiberoBenchmarkAdapter
+
+# case id -> (when, what): "build" faults strike before the env exists, "step:N" at control N.
+FAULTS = {
+    "libero_90-00": ("step:2", "segfault"),
+    "libero_90-01": ("step:3", "hang"),
+    "libero_90-02": ("build", "hang"),
+    "libero_90-03": ("step:1", "oom-kill"),
+    "libero_90-04": ("step:2", "abort"),
+}
+
+
+def fault(what):
+    print(f"faulty adapter: about to {what}", file=sys.stderr, flush=True)
+    if what == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if what == "oom-kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if what == "abort":
+        os.abort()
+    if what == "hang":
+        time.sleep(3600)
+
+
+class Faulty(LiberoBenchmarkAdapter):
+    def open(self, entry, **kwargs):
+        when, what = FAULTS.get(entry.case_id, (None, None))
+        if when == "build":
+            fault(what)
+        episode = super().open(entry, **kwargs)
+        if when and when.startswith("step:"):
+            at = int(when.split(":")[1])
+            step = episode.step
+            def faulty_step(action, _count=[0]):
+                _count[0] += 1
+                if _count[0] == at:
+                    fault(what)
+                return step(action)
+            episode.step = faulty_step
+        return episode
+'''
+
+
+def records(root: Path) -> dict[str, dict[str, Any]]:
+    [results] = root.glob("*/*/results.jsonl")
+    return {r["case"]: r for r in map(json.loads, results.read_text().splitlines())}
+
+
+def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(faulty_adapter=FAULTY_ADAPTER)
+    pytester.syspathinsert()
+    result = pytester.runpytest(
+        "--libero-profile=zero", "--libero-adapter=faulty_adapter:Faulty",
+        "--libero-scope=task_coverage", "--libero-suite=libero_90", "--libero-task-ids=0-5",
+        "--libero-budget-mode=decisions", "--libero-max-policy-calls=4", "--libero-replan-interval=1",
+        "--libero-step-timeout=5", "--libero-build-timeout=60",
+    )
+    result.assert_outcomes(errors=5, failed=1)
+    found = records(pytester.path / "libero-results")
+    expected = {
+        "libero_90-00": ("simulator_crash", "killed by SIGSEGV", 1),
+        "libero_90-01": ("simulator_hang", "no sign of life for 5s during step", 2),
+        "libero_90-02": ("simulator_hang", "no sign of life for 60s during build", 0),
+        "libero_90-03": ("simulator_crash", "killed by SIGKILL", 0),
+        "libero_90-04": ("simulator_crash", "killed by SIGABRT", 1),
+    }
+    for case, (cause, words, controls) in expected.items():
+        record = found[case]
+        assert record["outcome"] == "errored", case
+        assert record["error"]["kind"] == "environment" and record["error"]["cause"] == cause, case
+        assert words in record["error"]["message"], (case, record["error"]["message"])
+        assert record["counters"]["executed_controls"] == controls, case
+        assert "faulty adapter: about to" in record["error"]["message"]  # captured output
+    healthy = found["libero_90-05"]
+    assert healthy["outcome"] == "failure" and healthy["counters"]["executed_controls"] == 4
+    # Every case ran in its own process; the pytest process never hosted a simulator.
+    assert len({r["pid"] for r in found.values() if "pid" in r and r["error"] is None}) == 1
+    assert all(r.get("pid") != os.getpid() for r in found.values())
+    result.stdout.fnmatch_lines(["*6 selected, 1 completed, 0 success, 1 failure, 5 errored*"])
+
+
+def test_a_failing_video_encoder_errors_the_case(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    real = subprocess.run(["python3", "-c", "import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())"],
+                          capture_output=True, text=True).stdout.strip() or "ffmpeg"
+    fake = pytester.path / "ffmpeg"
+    # Answers -version like ffmpeg, then refuses to encode anything.
+    fake.write_text(f'#!/bin/sh\n[ "$2" = "-version" ] && exec "{real}" "$@"\n'
+                    'echo "fake ffmpeg: encoder exploded" >&2\nexit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(fake))
+    result = pytester.runpytest_subprocess(
+        "--libero-profile=zero", "--libero-budget-mode=decisions",
+        "--libero-max-policy-calls=1", "--libero-replan-interval=1",
+    )
+    result.assert_outcomes(errors=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # not an internal error
+    for record in records(pytester.path / "libero-results").values():
+        assert record["error"]["kind"] == "evidence"
+        assert "encoder exploded" in record["error"]["message"]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Any:
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()}); needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_results_disk_errors_cases_not_the_session(pytester: pytest.Pytester,
+                                                          tiny_disk: Path) -> None:
+    result = pytester.runpytest_subprocess(
+        "--libero-profile=zero", f"--libero-results={tiny_disk}",
+        "--libero-budget-mode=decisions", "--libero-max-policy-calls=12", "--libero-replan-interval=1",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*errored (evidence)*No space left on device*"])
