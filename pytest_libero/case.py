@@ -49,7 +49,7 @@ def run_case_with_evidence(
     from pytest_libero.evidence import CaseEvidence, EvidenceError
 
     try:
-        evidence = CaseEvidence(case_dir)
+        evidence = CaseEvidence(case_dir, video_stride=plan.video_stride)
     except (EvidenceError, OSError) as exc:
         record = errored_record(plan, entry, exc, kind="evidence")
     else:
@@ -86,6 +86,7 @@ def run_case(
     started = time.time()
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
+    renders: dict[str, int] | None = None
     try:
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         tell("policy_reset")
@@ -93,7 +94,13 @@ def run_case(
         tell("build")
         adapter = get_adapter(plan.adapter)
         t0 = time.perf_counter()
-        episode = adapter.open(entry, track=plan.track, control_cap=budget.control_cap)
+        episode = adapter.open(
+            entry,
+            track=plan.track,
+            control_cap=budget.control_cap,
+            render=plan.render,
+            video_stride=plan.video_stride,
+        )
         timings["setup_s"] = round(time.perf_counter() - t0, 3)
     except EpisodeError as exc:
         result = EpisodeResult(outcome="errored", error=error_record(exc))
@@ -114,8 +121,11 @@ def run_case(
             )
             timings["episode_s"] = round(time.perf_counter() - t0, 3)
         finally:
+            renders = getattr(episode, "renders", lambda: None)()
             episode.close()
-    return _assemble(plan, entry, result, identity, timings, started, policy.metadata)
+    record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
+    record["renders"] = renders
+    return record
 
 
 def errored_record(

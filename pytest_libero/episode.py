@@ -64,8 +64,12 @@ class EpisodeEnv(Protocol):
 
     def observe(self, policy_calls: int, executed_controls: int) -> Observation: ...
 
-    def step(self, action: np.ndarray) -> bool:
-        """Execute one control; return LIBERO's native success after it."""
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
+        """Execute one control; return LIBERO's native success after it.
+
+        ``observe_next`` says whether the policy will see the images after this
+        control, so an adapter may skip renders nobody consumes.
+        """
         ...
 
     def frame(self) -> np.ndarray:
@@ -222,8 +226,8 @@ def run_episode(
                 counters.decisions += 1
                 remaining = budget.control_cap - counters.executed_controls
                 prefix = reply.actions[: min(budget.replan_interval, remaining)]
-                for action in prefix:
-                    success = _call_env(env.step, action)
+                for n, action in enumerate(prefix, start=1):
+                    success = _call_env(env.step, action, n == len(prefix))
                     counters.executed_controls += 1
                     executed += 1
                     sink.on_control(counters.executed_controls, action, env.frame)

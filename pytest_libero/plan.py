@@ -37,6 +37,9 @@ class RunPlan:
     shard: tuple[int, int] | None = None
     adapter: str = "libero"
     """A registered adapter name or ``module:factory`` (the simulator side)."""
+    render: str = "consumed"
+    """"consumed": render a camera only for controls whose image is used; "all"."""
+    video_stride: int = 1
 
     def only(self, case_ids: Iterable[str]) -> RunPlan:
         """The same plan narrowed to these cases (resume; a worker told by the controller)."""
@@ -67,6 +70,8 @@ class RunPlan:
             "replan_interval": self.replan_interval,
             "track": self.track,
             "adapter": self.adapter,
+            "render": self.render,
+            "video_stride": self.video_stride,
         }
 
 
@@ -80,6 +85,8 @@ def make_plan(
     track: str | None = None,
     shard_of: tuple[int, int] | None = None,
     adapter: str = "libero",
+    render: str = "consumed",
+    video_stride: int = 1,
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
@@ -93,6 +100,10 @@ def make_plan(
         raise SetupError(f"--libero-max-policy-calls must be at least 1, got {calls}")
     if interval < 1:
         raise SetupError(f"--libero-replan-interval must be at least 1, got {interval}")
+    if render not in ("consumed", "all"):
+        raise SetupError(f"--libero-render={render!r} is unknown; allowed: consumed, all")
+    if video_stride < 1:
+        raise SetupError(f"--libero-video-stride must be at least 1, got {video_stride}")
     chosen_track = track or profile.track
     if chosen_track not in TRACKS:
         raise SetupError(f"--libero-track={chosen_track!r} is unknown; allowed: {', '.join(TRACKS)}")
@@ -109,6 +120,8 @@ def make_plan(
         owned=selected,
         shard=shard_of,
         adapter=adapter,
+        render=render,
+        video_stride=video_stride,
     )
     if shard_of is None:
         return plan

@@ -91,6 +91,10 @@ OPTIONS = (
             "simulator is killed (isolation=process)", "120"),
     _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
             "environment may take (isolation=process)", "600"),
+    _Option("render", "consumed (render a camera only for the controls whose image a "
+            "policy or the video uses; same bytes) or all (every camera, every control)",
+            "consumed"),
+    _Option("video-stride", "one video frame every N controls", "1"),
     _Option("adapter", "benchmark adapter: a registered name or module:factory", "libero"),
     _Option("shard", "run part I of N (1-based, e.g. 2/4) of the selection, parts balanced "
             "by budget; give every shard the same --libero-run-id"),
@@ -182,6 +186,8 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         track=option_value(config, "track"),
         shard_of=parse_shard(shard) if (shard := option_value(config, "shard")) else None,
         adapter=option_value(config, "adapter") or "libero",
+        render=option_value(config, "render") or "consumed",
+        video_stride=_int_option(config, "video-stride") or 1,
     )
 
 

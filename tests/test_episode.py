@@ -35,7 +35,7 @@ class FakeEnv:
     def frame(self) -> np.ndarray:
         return np.full((256, 256, 3), len(self.steps), np.uint8)
 
-    def step(self, action: np.ndarray) -> bool:
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         self.steps.append(action)
         if self.fail_at is not None and len(self.steps) == self.fail_at:
             raise RuntimeError("mujoco exploded")

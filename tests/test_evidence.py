@@ -64,7 +64,7 @@ class NoisyEnv:
     def frame(self) -> np.ndarray:
         return self._image()
 
-    def step(self, action: np.ndarray) -> bool:
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         self.controls += 1
         if self.fail_at is not None and self.controls == self.fail_at:
             raise RuntimeError("mujoco exploded")
@@ -262,10 +262,10 @@ def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_proces
     class KillsVideo(NoisyEnv):
         evidence: CaseEvidence
 
-        def step(self, action: np.ndarray) -> bool:
+        def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
             if self.controls == 2:
                 os.kill(self.evidence._video.pid, signal.SIGKILL)  # type: ignore[union-attr]
-            return super().step(action)
+            return super().step(action, observe_next)
 
     env = KillsVideo(size=64)
     evidence = env.evidence = CaseEvidence(tmp_path / "case")

@@ -53,11 +53,12 @@ class Faulty(LiberoBenchmarkAdapter):
         if when and when.startswith("step:"):
             at = int(when.split(":")[1])
             step = episode.step
-            def faulty_step(action, _count=[0]):
-                _count[0] += 1
-                if _count[0] == at:
+            count = [0]
+            def faulty_step(action, observe_next=True):
+                count[0] += 1
+                if count[0] == at:
                     fault(what)
-                return step(action)
+                return step(action, observe_next)
             episode.step = faulty_step
         return episode
 '''

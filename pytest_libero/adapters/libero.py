@@ -41,13 +41,55 @@ def prepare_simulator_environment() -> None:
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
 
 
-class LiberoEpisode:
-    """A fresh, reset, settled LIBERO environment for one episode."""
+class RenderGate:
+    """Stands in for a camera's sensor: renders only when the image will be consumed.
 
-    def __init__(self, entry: Entry, *, track: str, control_cap: int) -> None:
+    robosuite samples each camera inside the physics substep loop, at a phase set by
+    its own timer. The gate leaves the observable enabled, so that timer advances
+    exactly as it does natively, and only decides whether the sample is a real render
+    or the previous image. A consumed image is therefore rendered at the same substep
+    as without the gate, and is byte-identical.
+    """
+
+    def __init__(self, sensor: Any, shape: tuple[int, int, int]) -> None:
+        self.sensor = sensor
+        self.__modality__ = getattr(sensor, "__modality__", "image")
+        self.wanted = False
+        self.renders = 0
+        self.last: np.ndarray = np.zeros(shape, dtype=np.uint8)
+
+    def __call__(self, obs_cache: dict[str, Any]) -> np.ndarray:
+        if self.wanted:
+            self.last = self.sensor(obs_cache)
+            self.renders += 1
+        return self.last
+
+
+class LiberoEpisode:
+    """A fresh, reset, settled LIBERO environment for one episode.
+
+    With ``render="consumed"`` a camera renders only for controls whose image is used:
+    both cameras before each policy decision, agentview every ``video_stride`` controls
+    for the video. ``render="all"`` renders every camera at every control, as LIBERO
+    does by default.
+    """
+
+    def __init__(
+        self,
+        entry: Entry,
+        *,
+        track: str,
+        control_cap: int,
+        render: str = "consumed",
+        video_stride: int = 1,
+    ) -> None:
         prepare_simulator_environment()
         self.entry = entry
         self.track = track
+        self.render = render
+        self.video_stride = video_stride
+        self.controls = 0
+        self.gates: dict[str, RenderGate] = {}
         self.init_controls = 0
         self.identity: dict[str, Any] = {}
         self._env: Any = None
@@ -89,11 +131,31 @@ class LiberoEpisode:
         )
         self._env.seed(SEED)
         self._env.reset()
+        if self.render == "consumed":
+            self._install_gates()
         self._obs = self._env.set_init_state(state)
         settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
-        for _ in range(SETTLE_CONTROLS):
+        for n in range(1, SETTLE_CONTROLS + 1):
+            # Only the last settling control's images are seen: the first observation.
+            self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
+
+    def _install_gates(self) -> None:
+        observables = self._env.env._observables
+        for camera in CAMERAS:
+            observable = observables[f"{camera}_image"]
+            gate = RenderGate(observable._sensor, (IMAGE_SIZE, IMAGE_SIZE, 3))
+            observable._sensor = gate
+            self.gates[camera] = gate
+
+    def _want(self, *, policy: bool, video: bool) -> None:
+        for camera, gate in self.gates.items():
+            gate.wanted = policy or (video and camera == "agentview")
+
+    def renders(self) -> dict[str, int] | None:
+        """Real renders per camera so far (None when every control renders)."""
+        return {c: g.renders for c, g in self.gates.items()} if self.gates else None
 
     def observe(self, policy_calls: int, executed_controls: int) -> Observation:
         obs = self._obs
@@ -116,7 +178,10 @@ class LiberoEpisode:
     def frame(self) -> np.ndarray:
         return np.ascontiguousarray(self._obs["agentview_image"][::-1, ::-1])
 
-    def step(self, action: np.ndarray) -> bool:
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
+        """One control. ``observe_next``: the policy sees the images after it."""
+        self.controls += 1
+        self._want(policy=observe_next, video=self.controls % self.video_stride == 0)
         self._obs, _, done, _ = self._env.step(action)
         return bool(done)
 
@@ -137,8 +202,18 @@ class LiberoBenchmarkAdapter:
 
     name = "libero"
 
-    def open(self, entry: Entry, *, track: str, control_cap: int) -> LiberoEpisode:
-        return LiberoEpisode(entry, track=track, control_cap=control_cap)
+    def open(
+        self,
+        entry: Entry,
+        *,
+        track: str,
+        control_cap: int,
+        render: str = "consumed",
+        video_stride: int = 1,
+    ) -> LiberoEpisode:
+        return LiberoEpisode(
+            entry, track=track, control_cap=control_cap, render=render, video_stride=video_stride
+        )
 
     def versions(self) -> dict[str, str]:
         """Installed versions of the simulator stack, for the run's identity."""

@@ -1,0 +1,43 @@
+"""Issue 7: rendering only what is consumed changes no delivered byte and no outcome."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.simulator
+pytest_plugins = ["pytester"]
+
+DATA = Path(__file__).parent / "data"
+
+
+def run(pytester: pytest.Pytester, render: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = pytester.runpytest(
+        "--libero-profile=replay", f"--libero-policy-option=actions={DATA / 'replay_libero_object_00.npy'}",
+        "--libero-scope=task_coverage", "--libero-suite=libero_object", "--libero-task-ids=0",
+        f"--libero-render={render}", f"--libero-results=results-{render}",
+    )
+    result.assert_outcomes(passed=1)
+    [case] = (pytester.path / f"results-{render}").glob("replay/*/cases/libero_object-00")
+    record = json.loads((case / "episode.json").read_text())
+    index = [json.loads(line) for line in (case / "observations.jsonl").read_text().splitlines()]
+    return record, index
+
+
+def test_skipping_renders_keeps_every_delivered_byte(pytester: pytest.Pytester) -> None:
+    everything, seen_all = run(pytester, "all")
+    consumed, seen_consumed = run(pytester, "consumed")
+    # Same native outcome and counters, and the same images by hash, call by call.
+    for key in ("outcome", "termination", "truncation", "counters", "chunks"):
+        assert consumed[key] == everything[key], key
+    assert consumed["counters"]["first_success_control"] == 71
+    assert [line["images"] for line in seen_consumed] == [line["images"] for line in seen_all]
+    assert len(seen_consumed) == 15
+    # And the renders nobody consumed were skipped: the wrist camera renders once after
+    # settling and once per chunk; agentview also renders every control for the video.
+    assert everything["renders"] is None
+    assert consumed["renders"] == {"agentview": 1 + 71, "robot0_eye_in_hand": 1 + 15}
+    assert consumed["evidence"]["video"]["frames"] == everything["evidence"]["video"]["frames"] == 72
