@@ -217,8 +217,8 @@ def run_episode(
             observation = _call_env(env.observe, counters.policy_calls, counters.executed_controls)
             call = counters.policy_calls + 1
             sink.on_observation(call, observation)
+            counters.policy_calls = call  # a call counts once made, answered or not
             raw = call_policy(policy.infer, observation)
-            counters.policy_calls = call
             reply = validate_reply(raw)
             sink.on_decision(call, reply)
             executed = 0

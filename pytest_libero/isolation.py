@@ -169,6 +169,7 @@ def run_isolated(plan: RunPlan, entry: Entry, case_dir: Path, watchdog: Watchdog
         )
     record = errored_record(plan, entry, fault, kind="environment", counters=counters, started=started)
     record["evidence_dir"] = str(case_dir)
+    record["pid"] = process.pid  # the process that ran (and lost) the case
     record["child_exit"] = process.exitcode
     return record
 

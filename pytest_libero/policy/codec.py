@@ -199,8 +199,9 @@ def unpack(data: bytes) -> Any:
     except CodecError:
         raise
     except Exception as exc:  # msgpack raises many types for malformed input
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise CodecError(
-            f"not a valid msgpack message ({type(exc).__name__}: {exc}); "
+            f"not a valid msgpack message ({detail}; it starts {bytes(data[:16])!r}); "
             "is the server speaking openpi's websocket protocol?"
         ) from exc
     _check_tree(obj)
