@@ -257,19 +257,19 @@ def run_episode(
     return result
 
 
-def _call_env(fn: Callable[..., Any], *args: Any) -> Any:
+def _guarded(fault: type[EpisodeError], who: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn``; any exception that is not already classified becomes ``fault``."""
     try:
         return fn(*args)
     except EpisodeError:
         raise
     except Exception as exc:
-        raise EnvironmentFault(f"the simulator raised {type(exc).__name__}: {exc}") from exc
+        raise fault(f"the {who} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _call_env(fn: Callable[..., Any], *args: Any) -> Any:
+    return _guarded(EnvironmentFault, "simulator", fn, *args)
 
 
 def call_policy(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except EpisodeError:
-        raise
-    except Exception as exc:
-        raise PolicyTransportError(f"the policy raised {type(exc).__name__}: {exc}") from exc
+    return _guarded(PolicyTransportError, "policy", fn, *args)

