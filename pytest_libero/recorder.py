@@ -8,6 +8,7 @@ without xdist.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -183,5 +184,17 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "inventory_sha256": sha256_bytes(load_inventory_bytes()),
         "protocol_identity": protocol_identity(),
         "plan": plan.as_dict(),
-        "host": {"node": platform.node(), "python": platform.python_version()},
+        "host": {
+            "node": platform.node(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "render": {
+            "backend": os.environ.get("MUJOCO_GL", "egl"),
+            "pyopengl_platform": os.environ.get("PYOPENGL_PLATFORM"),
+            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
+            "mode": plan.render,
+        },
     }

@@ -128,3 +128,17 @@ def test_gpus_need_xdist(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:xdist", "--libero-gpus=0,1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--libero-gpus needs pytest-xdist*"])
+
+
+def test_profile_from_the_repository_root_runs_the_conformance_suite() -> None:
+    """`pytest --libero-profile=zero` in this checkout collects cases, not tests/."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--libero-profile=zero", "--collect-only",
+                           "-q", "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "test_libero.py::test_libero_task[libero_10-00]" in done.stdout
+    assert "2 tests collected" in done.stdout
