@@ -16,10 +16,12 @@ import pytest
 from pytest_libero.evidence import ffmpeg_exe, read_actions, read_observations
 from pytest_libero.identity import protocol_identity
 from pytest_libero.merge import merge_runs
+from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
 
+TEST_ENV = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
 ONE_CASE = ["--libero-scope=task_coverage", "--libero-suite=libero_object", "--libero-task-ids=0"]
 
 
@@ -73,38 +75,9 @@ def test_every_file_of_the_run_folder(pytester: pytest.Pytester) -> None:
     assert video_frames(case / "episode.mp4") == 1 + 6 == record["evidence"]["video"]["frames"]
 
 
-QUICK_THEN_SLOW = '''
-import numpy as np
-
-
-class QuickThenSlow:
-    """Stops at once on libero_10-00; holds still for the whole cap on libero_10-01."""
-
-    metadata = {"policy": "quick-then-slow"}
-
-    def reset(self):
-        pass
-
-    def infer(self, obs):
-        if "alphabet soup" in obs.language:
-            return {"stop": True}
-        return {"actions": np.array([[0, 0, 0, 0, 0, 0, -1.0]])}
-
-    def close(self):
-        pass
-'''
-
-
 def interruptible_run(pytester: pytest.Pytester) -> tuple[list[str], Path]:
     """A run whose first case ends at once and whose second runs for minutes."""
-    pytester.makepyfile(quick_then_slow=QUICK_THEN_SLOW)
-    profile = pytester.makefile(".toml", profile='''
-        name = "zero"
-        [policy]
-        factory = "quick_then_slow:QuickThenSlow"
-        [stop]
-        consecutive = 1
-    ''')
+    profile = pytester.makefile(".toml", profile=QUICK_THEN_SLOW_PROFILE)
     root = pytester.path / "results"
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--libero-profile={profile}",
             f"--libero-results={root}", "--libero-scope=development", "--libero-task-ids=0,1",
@@ -115,7 +88,7 @@ def interruptible_run(pytester: pytest.Pytester) -> tuple[list[str], Path]:
 
 def test_a_killed_run_keeps_finished_cases_and_merge_marks_the_rest(pytester: pytest.Pytester) -> None:
     args, root = interruptible_run(pytester)
-    process = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen(args, cwd=pytester.path, env=TEST_ENV, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         results = wait_for_results(root, lines=1, timeout=300)
@@ -139,7 +112,7 @@ def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
     pytester: pytest.Pytester,
 ) -> None:
     args, root = interruptible_run(pytester)
-    process = subprocess.Popen(args, cwd=pytester.path, stdout=subprocess.PIPE,
+    process = subprocess.Popen(args, cwd=pytester.path, env=TEST_ENV, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
         results = wait_for_results(root, lines=1, timeout=300)

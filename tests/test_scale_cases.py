@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_libero.merge import merge_runs
+from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -81,42 +82,14 @@ def test_shards_of_one_run_merge_into_the_selection(pytester: pytest.Pytester) -
         merge_runs([base / "shard-1-of-2", pytester.path / "libero-results" / "zero" / "other"])
 
 
-SLOW_UNLESS_RESUMED = '''
-import os
-import numpy as np
-
-
-class SlowUnlessResumed:
-    """Ends libero_10-00 at once; holds still for the cap on the others unless FAST is set."""
-
-    metadata = {"policy": "slow-unless-resumed"}
-
-    def reset(self):
-        pass
-
-    def infer(self, obs):
-        if "alphabet soup" in obs.language or os.environ.get("FAST"):
-            return {"stop": True}
-        return {"actions": np.array([[0, 0, 0, 0, 0, 0, -1.0]])}
-
-    def close(self):
-        pass
-'''
-
-
-def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(slow_unless_resumed=SLOW_UNLESS_RESUMED)
-    profile = pytester.makefile(".toml", profile='''
-        name = "zero"
-        [policy]
-        factory = "slow_unless_resumed:SlowUnlessResumed"
-        [stop]
-        consecutive = 1
-    ''')
+def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR))
+    profile = pytester.makefile(".toml", profile=QUICK_THEN_SLOW_PROFILE)
     args = [f"--libero-profile={profile}", "--libero-scope=development", "--libero-task-ids=0,1,2",
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=400",
             "--libero-replan-interval=1", "--libero-run-id=long"]
-    env = {**os.environ, "PYTHONPATH": str(pytester.path)}
+    env = dict(os.environ)
     process = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                                cwd=pytester.path, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
@@ -138,11 +111,8 @@ def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester) -> N
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*cannot continue that run here: the selection differs*"])
 
-    os.environ["FAST"] = "1"
-    try:
-        resumed = pytester.runpytest_subprocess(*args[:-1], f"--libero-resume={run}")
-    finally:
-        del os.environ["FAST"]
+    monkeypatch.setenv("FAST", "1")
+    resumed = pytester.runpytest_subprocess(*args[:-1], f"--libero-resume={run}")
     resumed.assert_outcomes(failed=2)  # only the two unattempted cases ran
     resumed.stdout.fnmatch_lines(["*test_libero_task[[]libero_10-01]*", "*3 selected, 3 completed*"])
     assert "libero_10-00]" not in resumed.stdout.str().split("short test summary")[-1]
