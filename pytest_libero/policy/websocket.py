@@ -159,6 +159,7 @@ class WebsocketPolicyClient:
         self.last_call_s: float | None = None
         """Round trip of the last successful ``infer``: request sent to reply read."""
         self._ws: ClientConnection | None = None
+        self._watchdog = _SendWatchdog()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -302,16 +303,8 @@ class WebsocketPolicyClient:
         start = time.monotonic()
         deadline = start + self.call_timeout
         # websockets has no send timeout: a server that stops reading could block a
-        # large send forever. A watchdog shuts the socket down at the deadline.
-        fired = threading.Event()
-
-        def watchdog() -> None:
-            fired.set()
-            _shutdown(ws)
-
-        timer = threading.Timer(self.call_timeout, watchdog)
-        timer.daemon = True
-        timer.start()
+        # large send forever. The watchdog shuts the socket down at the deadline.
+        fired = self._watchdog.arm(ws, deadline)
         try:
             ws.send(payload)
         except ConnectionClosed as exc:
@@ -320,7 +313,7 @@ class WebsocketPolicyClient:
                 raise self._timeout("sending the request") from exc
             raise self._lost(exc, "while the request was being sent") from exc
         finally:
-            timer.cancel()
+            self._watchdog.disarm()
 
         try:
             frame = ws.recv(timeout=max(deadline - time.monotonic(), 0.0))
@@ -402,6 +395,52 @@ class WebsocketPolicyClient:
             code=code,
             reason=reason,
         )
+
+
+class _SendWatchdog:
+    """One long-lived thread per client that shuts the socket down when a send
+    outlives its deadline.
+
+    A thread per call (threading.Timer) cost more than the rest of a local round trip.
+    Arming this one only writes two fields under an uncontended lock: the thread is
+    never woken per call, it looks at the deadline a few times a second.
+    """
+
+    POLL_S = 0.2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ws: ClientConnection | None = None
+        self._deadline: float | None = None
+        self._fired = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, ws: ClientConnection, deadline: float) -> threading.Event:
+        """Watch this send; the returned event is set if the watchdog fired."""
+        fired = threading.Event()
+        with self._lock:
+            self._ws, self._deadline, self._fired = ws, deadline, fired
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="policy-send-watchdog", daemon=True
+                )
+                self._thread.start()
+        return fired
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._ws, self._deadline = None, None
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.POLL_S)
+            with self._lock:
+                if self._deadline is None or time.monotonic() < self._deadline:
+                    continue
+                ws, self._ws, self._deadline = self._ws, None, None
+                self._fired.set()
+            if ws is not None:
+                _shutdown(ws)
 
 
 def _shutdown(ws: ClientConnection) -> None:
