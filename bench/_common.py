@@ -1,0 +1,405 @@
+"""Shared helpers for the bench/ scripts. Not part of the package; not imported by it.
+
+Every benchmark here compares variants measured side by side in one run: the variants
+are interleaved (the order rotates each repeat), and medians are reported with the
+ratio. Absolute times depend on the machine and on whatever else runs on it; ratios
+measured this way are what the documented targets refer to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+SETTLE_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+
+
+def prepare_simulator() -> None:
+    """Headless rendering and a quiet robosuite, as the plugin does."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] == "egl":
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+# ----------------------------------------------------------------------- reporting
+
+
+def machine_note() -> str:
+    """One line: when, where, and how loaded the machine was when the run started."""
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"{now}; {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}); "
+        f"Python {platform.python_version()}; MUJOCO_GL={os.environ.get('MUJOCO_GL', '-')}; "
+        f"load average {load}"
+    )
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads, the renderer's included) plus that of
+    its reaped children (the evidence encoders). Less sensitive to other jobs than wall
+    time; a server in another process is not counted."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else math.nan
+
+
+def p90(values: Sequence[float]) -> float:
+    if not values:
+        return math.nan
+    if len(values) < 2:
+        return float(values[0])
+    return float(statistics.quantiles(values, n=10, method="inclusive")[-1])
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain aligned text table (also valid Markdown)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            if math.isnan(value):
+                return "-"
+            return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+        return str(value)
+
+    text = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in text)) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in text:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+
+
+def ratio_line(name: str, num: float, den: float, target: str | None = None) -> str:
+    value = num / den if den else math.nan
+    line = f"{name} = {value:.3f}"
+    if target:
+        line += f"   (target {target})"
+    return line
+
+
+def interleaved_order(names: Sequence[str], repeat: int) -> list[str]:
+    """Rotate the order each repeat so no variant always runs first (or last)."""
+    shift = repeat % len(names)
+    order = list(names[shift:]) + list(names[:shift])
+    return order
+
+
+# ---------------------------------------------------------------------- the server
+
+
+def episode_arguments(parser: Any) -> None:
+    """The case and budget flags every episode benchmark shares."""
+    parser.add_argument("--suite", default="libero_10")
+    parser.add_argument("--task", type=int, default=0)
+    parser.add_argument("--controls", type=int, default=40, help="N controls (a multiple of K)")
+    parser.add_argument("--replan-interval", "-k", type=int, default=5, help="K")
+    parser.add_argument("--repeats", type=int, default=3)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
+    """``python -m pytest_libero.serve --policy zero`` on 127.0.0.1; yields its ws:// URI."""
+    from pytest_libero.policy.websocket import ServerUnavailable, check_health
+
+    port = free_port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero",
+         "--option", f"chunk={chunk}", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
+    )
+    uri = f"ws://127.0.0.1:{port}"
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"the zero server exited: {log.read().decode(errors='replace')}")
+            try:
+                check_health(uri, timeout=1.0)
+                break
+            except ServerUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+# ----------------------------------------------------------------- plans and cases
+
+
+def entry(suite: str, index: int) -> Any:
+    from pytest_libero.catalog import load_catalog
+
+    for candidate in load_catalog().entries:
+        if candidate.suite == suite and candidate.index == index:
+            return candidate
+    raise SystemExit(f"no catalog entry {suite} {index}")
+
+
+def websocket_profile(endpoint: str, folder: Path) -> Any:
+    """A websocket profile (default openpi LIBERO request keys) pointing at ``endpoint``."""
+    from pytest_libero.profiles import load_profile
+
+    path = Path(folder) / "bench-websocket.toml"
+    path.write_text(
+        'name = "bench-websocket"\n'
+        'description = "bench: the zero policy behind python -m pytest_libero.serve"\n'
+        "infrastructure = true\n"
+        'track = "rgb"\n'
+        "[policy]\n"
+        'transport = "websocket"\n'
+        f'endpoint = "{endpoint}"\n'
+        "connect_timeout = 10.0\n"
+        "call_timeout = 60.0\n"
+        "wait_s = 30.0\n"
+        "[stop]\n"
+        "consecutive = 0\n"
+    )
+    return load_profile(str(path))
+
+
+def inprocess_zero_profile(chunk: int) -> Any:
+    from pytest_libero.profiles import load_profile
+
+    return load_profile("zero").with_overrides(options={"chunk": chunk})
+
+
+def plan_for(profile: Any, case: Any, controls: int, replan_interval: int, *,
+             render: str | None = None, video_stride: int | None = None) -> Any:
+    """A decisions-budget plan for one entry: ceil(controls / K) calls of K controls.
+
+    ``render`` / ``video_stride``: the plugin's --libero-render / --libero-video-stride
+    (None: the plugin's defaults; ignored by a plugin version without them).
+    """
+    import inspect
+
+    from pytest_libero.catalog import SelectionRequest
+    from pytest_libero.plan import make_plan
+
+    calls = math.ceil(controls / replan_interval)
+    extra: dict[str, Any] = {}
+    accepted = inspect.signature(make_plan).parameters
+    if render is not None and "render" in accepted:
+        extra["render"] = render
+    if video_stride is not None and "video_stride" in accepted:
+        extra["video_stride"] = video_stride
+    return make_plan(
+        profile,
+        SelectionRequest(scope="task_coverage", suite=case.suite, task_ids=(case.index,)),
+        budget_mode="decisions",
+        max_policy_calls=calls,
+        replan_interval=replan_interval,
+        **extra,
+    )
+
+
+def renders_text(renders: Any) -> str:
+    """Real renders per camera, as 'agentview+wrist', or 'all' when nothing is gated."""
+    if not renders:
+        return "every control"
+    return "+".join(str(renders.get(camera, 0)) for camera in ("agentview", "robot0_eye_in_hand"))
+
+
+def run_plugin_case(plan: Any, case: Any, policy: Any, case_dir: Path) -> dict[str, Any]:
+    """One plugin case in this process, evidence and video on; returns timings."""
+    from pytest_libero.case import run_case_with_evidence
+
+    t0 = time.perf_counter()
+    record = run_case_with_evidence(plan, case, policy, case_dir)
+    whole = time.perf_counter() - t0
+    if record["outcome"] == "errored":
+        raise RuntimeError(f"the plugin case errored: {record['summary']}")
+    return {"whole_s": whole, **record_figures(record)}
+
+
+def record_figures(record: dict[str, Any]) -> dict[str, Any]:
+    timings = record.get("timings", {})
+    return {
+        "setup_s": float(timings.get("setup_s", math.nan)),
+        "episode_s": float(timings.get("episode_s", math.nan)),
+        "controls": record["counters"]["executed_controls"],
+        "calls": record["counters"]["policy_calls"],
+        "renders": renders_text(record.get("renders")),
+    }
+
+
+def evidence_hashes(case_dir: Path) -> list[dict[str, str]]:
+    """The sha256 of every delivered image, per call, from observations.jsonl."""
+    import json
+
+    hashes = []
+    with (Path(case_dir) / "observations.jsonl").open() as stream:
+        for line in stream:
+            images = json.loads(line)["images"]
+            hashes.append({camera: data["sha256"] for camera, data in images.items()})
+    return hashes
+
+
+# ------------------------------------------------------------- a bare native loop
+
+
+class CameraGate:
+    """Renders a camera observable only when ``want`` is set (else a stale placeholder).
+
+    The sensor keeps robosuite's own sampling schedule (the image is taken inside the
+    control's substep loop, not after it), so a gated image is bit-identical to the
+    native one when it is rendered. Re-install after every ``env.reset()``: a hard
+    reset replaces the sensors.
+    """
+
+    def __init__(self, robosuite_env: Any, cameras: Sequence[str], size: int) -> None:
+        import numpy as np
+
+        self.want = False
+        self.renders = {camera: 0 for camera in cameras}
+        placeholder = np.zeros((size, size, 3), dtype=np.uint8)
+        for camera in cameras:
+            name = f"{camera}_image"
+            real = robosuite_env._observables[name]._sensor
+
+            def gated(cache: Any, real: Any = real, camera: str = camera) -> Any:
+                if self.want:
+                    self.renders[camera] += 1
+                    return real(cache)
+                return placeholder
+
+            gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
+            robosuite_env.modify_observable(name, "sensor", gated)
+
+
+class BareEpisode:
+    """The protocol's env steps on a fresh native env, nothing else.
+
+    render="consumed": both cameras are rendered only for the observations a policy
+    receives (after the last settling control and after the last control of each
+    chunk). render="native": LIBERO's default, both cameras after every control.
+    """
+
+    def __init__(self, case: Any, control_cap: int, render: str = "consumed") -> None:
+        import numpy as np
+        from libero.libero.envs import OffScreenRenderEnv
+
+        from pytest_libero.inventory import installed_files, load_states
+        from pytest_libero.protocol import CAMERAS, IMAGE_SIZE, INIT_STATE_INDEX, SEED, SETTLE_CONTROLS
+
+        self.cameras = CAMERAS
+        bddl, states_file = installed_files(case.bddl_file, case.init_states_file)
+        state = np.ascontiguousarray(load_states(states_file)[INIT_STATE_INDEX], dtype=np.float64)
+        self.env = OffScreenRenderEnv(
+            bddl_file_name=str(bddl), camera_heights=IMAGE_SIZE, camera_widths=IMAGE_SIZE,
+            horizon=SETTLE_CONTROLS + control_cap + 1, ignore_done=True,
+        )
+        self.env.seed(SEED)
+        self.env.reset()
+        self.gate = CameraGate(self.env.env, CAMERAS, IMAGE_SIZE) if render == "consumed" else None
+        self.obs = self.env.set_init_state(state)
+        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+        for i in range(SETTLE_CONTROLS):
+            self.step(settle, consumed=i == SETTLE_CONTROLS - 1)
+
+    def step(self, action: Any, *, consumed: bool) -> bool:
+        if self.gate is not None:
+            self.gate.want = consumed
+        self.obs, _, done, _ = self.env.step(action)
+        return bool(done)
+
+    def images(self) -> dict[str, Any]:
+        import numpy as np
+
+        return {c: np.ascontiguousarray(self.obs[f"{c}_image"][::-1, ::-1]) for c in self.cameras}
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "consumed",
+             policy: Any = None, hashes: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """Build, settle, then ``controls`` controls of [0]*6+[-1] asking ``policy`` every K.
+
+    The in-process zero policy by default. Returns setup/episode/whole seconds.
+    """
+    from pytest_libero.identity import array_sha256
+    from pytest_libero.policy.builtin import ZeroPolicy
+    from pytest_libero.policy.contract import Observation, validate_reply
+
+    policy = policy or ZeroPolicy(chunk=replan_interval)
+    t0 = time.perf_counter()
+    episode = BareEpisode(case, controls, render)
+    t1 = time.perf_counter()
+    executed = calls = 0
+    try:
+        while executed < controls:
+            images = episode.images()
+            if hashes is not None:
+                hashes.append({c: array_sha256(img) for c, img in images.items()})
+            reply = validate_reply(policy.infer(Observation(
+                language=case.language, images=images,
+                policy_calls=calls, executed_controls=executed)))
+            calls += 1
+            assert reply.actions is not None
+            prefix = reply.actions[: min(replan_interval, controls - executed)]
+            for i, action in enumerate(prefix):
+                last = i == len(prefix) - 1 and executed + 1 < controls
+                success = episode.step(action, consumed=last)
+                executed += 1
+                if success:
+                    break
+            if success:
+                break
+        t2 = time.perf_counter()
+    finally:
+        episode.close()
+    t3 = time.perf_counter()
+    return {
+        "whole_s": t3 - t0, "setup_s": t1 - t0, "episode_s": t2 - t1,
+        "controls": executed, "calls": calls,
+        "renders": "every control" if episode.gate is None else renders_text(episode.gate.renders),
+    }
