@@ -41,3 +41,46 @@ def test_skipping_renders_keeps_every_delivered_byte(pytester: pytest.Pytester) 
     assert everything["renders"] is None
     assert consumed["renders"] == {"agentview": 1 + 71, "robot0_eye_in_hand": 1 + 15}
     assert consumed["evidence"]["video"]["frames"] == everything["evidence"]["video"]["frames"] == 72
+
+
+def test_each_control_samples_each_camera_exactly_once_at_a_fixed_substep() -> None:
+    """The premise of render gating: a control's image is sampled inside that control.
+
+    If robosuite's sampling phase ever drifted across control boundaries, a gated
+    control could deliver an older image; this pins the premise over 300 controls.
+    """
+    from collections import Counter
+
+    import numpy as np
+
+    from pytest_libero.adapters.libero import LiberoEpisode
+    from pytest_libero.catalog import load_catalog
+
+    entry = load_catalog().suite_entries("libero_10")[0]
+    episode = LiberoEpisode(entry, track="rgb", control_cap=300, render="consumed")
+    env = episode._env.env
+    samples: list[tuple[int, int]] = []
+    substep = [0]
+    for camera, gate in episode.gates.items():
+        def record(cache: Any, camera: str = camera) -> np.ndarray:
+            samples.append((env.timestep, substep[0]))
+            return np.zeros((256, 256, 3), np.uint8)
+        gate.sensor = record
+        gate.wanted = True
+    physics_step = env.sim.step
+
+    def counted() -> None:
+        substep[0] += 1
+        physics_step()
+
+    env.sim.step = counted
+    try:
+        first = env.timestep
+        for _ in range(300):
+            substep[0] = 0
+            episode.step(np.array([0, 0, 0, 0, 0, 0, -1.0]))
+    finally:
+        episode.close()
+    per_control = Counter(t for t, _ in samples)
+    assert all(per_control[first + n] == 2 for n in range(1, 301))  # two cameras, once each
+    assert len({s for _, s in samples}) == 1  # the same substep every time
