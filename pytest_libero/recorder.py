@@ -37,7 +37,6 @@ class Gates:
 
     min_success: float | None = None
     baseline: dict[str, dict[str, Any]] | None = None
-    baseline_dir: Path | None = None
     alpha: float = 0.05
 
     @property

@@ -1,0 +1,208 @@
+"""Operator options: the ``libero`` option group, ini keys, and their validated values.
+
+Every CLI option has an ini twin ``libero_<name>``; a value on the command line wins.
+Bad values raise SetupError naming the option and what is allowed, which the plugin
+turns into a pytest usage error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from pytest_libero.catalog import SelectionRequest, parse_shard, parse_task_ids
+from pytest_libero.errors import SetupError
+from pytest_libero.isolation import Watchdog
+from pytest_libero.plan import RunPlan, make_plan
+from pytest_libero.profiles import load_profile, parse_policy_options
+from pytest_libero.recorder import Gates, load_baseline
+
+
+@dataclass(frozen=True)
+class _Option:
+    name: str
+    help: str
+    default: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--libero-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "libero_" + self.name.replace("-", "_")
+
+
+OPTIONS = (
+    _Option("profile", "model profile: a shipped name (zero, random, replay, ...) or a path "
+            "to a .toml file. Without it no episode runs."),
+    _Option("scope", "selection scope: smoke (libero_10 tasks 0-1), development "
+            "(libero_10, ids 0-4), task_coverage (--libero-suite + --libero-task-ids), all "
+            "(130 entries)", "smoke"),
+    _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
+            "libero_object, libero_goal, libero_90, libero_10"),
+    _Option("task-ids", "task ids in native order, e.g. 0,1,4 or 0-9"),
+    _Option("mode", "fast (each selected entry once) or full (refused until a validated "
+            "native schedule exists)", "fast"),
+    _Option("budget-mode", "horizon (the catalog's per-suite reference horizon) or decisions "
+            "(max policy calls x replan interval); default from the profile"),
+    _Option("max-policy-calls", "policy-call cap D for budget mode decisions; default from "
+            "the profile"),
+    _Option("replan-interval", "controls K executed from each chunk before asking again; "
+            "default from the profile"),
+    _Option("track", "observation track: rgb, or rgb+proprio (reported separately); default "
+            "from the profile"),
+    _Option("policy-option", "KEY=VALUE passed to the profile's policy factory, repeatable "
+            "(e.g. actions=path.npy for replay); ini: one per line"),
+    _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
+    _Option("call-timeout", "seconds one policy call may take before the case errors; "
+            "overrides the profile's"),
+    _Option("min-success", "gate: exit 1 unless every case completed and the overall "
+            "success rate is at least RATE (0-1)"),
+    _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
+            "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
+    _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
+    _Option("isolation", "process (each case's simulator in a watched child process: a "
+            "crash or hang costs that case only) or none (in the pytest process)", "process"),
+    _Option("step-timeout", "watchdog: seconds a control step may take before the case's "
+            "simulator is killed (isolation=process)", "120"),
+    _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
+            "environment may take (isolation=process)", "600"),
+    _Option("render", "consumed (render a camera only for the controls whose image a "
+            "policy or the video uses; same bytes) or all (every camera, every control)",
+            "consumed"),
+    _Option("video-stride", "one video frame every N controls", "1"),
+    _Option("adapter", "benchmark adapter: a registered name or module:factory", "libero"),
+    _Option("shard", "run part I of N (1-based, e.g. 2/4) of the selection, parts balanced "
+            "by budget; give every shard the same --libero-run-id"),
+    _Option("resume", "continue the interrupted run in RUN_DIR: only its unattempted cases "
+            "run, appended to the same folder"),
+    _Option("gpus", "GPU indices, one per xdist worker (CUDA_VISIBLE_DEVICES and "
+            "MUJOCO_EGL_DEVICE_ID); without -n, one worker per GPU"),
+    _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
+            "libero-results"),
+    _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "
+            "random suffix)"),
+)
+
+
+def register(parser: pytest.Parser) -> None:
+    """One option group; every option also an ini key (CLI wins, as in pytest-asyncio)."""
+    group = parser.getgroup("libero", "LIBERO evaluation (pytest-libero)")
+    for option in OPTIONS:
+        repeatable = option.name == "policy-option"
+        group.addoption(
+            option.flag,
+            dest=option.dest,
+            action="append" if repeatable else "store",
+            default=None,
+            help=option.help + (f" [default: {option.default}]" if option.default else ""),
+        )
+        ini_type: Literal["linelist", "string"] = "linelist" if repeatable else "string"
+        parser.addini(
+            option.dest,
+            help=option.help,
+            type=ini_type,
+            default=[] if repeatable else (option.default or ""),
+        )
+
+
+def option_value(config: pytest.Config, name: str) -> Any:
+    """The CLI value if given, else the ini value (pytest-asyncio's pattern)."""
+    dest = "libero_" + name.replace("-", "_")
+    value = config.getoption(dest)
+    if value is None:
+        value = config.getini(dest)
+    return value if value not in ("", []) else None
+
+
+def _int_option(config: pytest.Config, name: str) -> int | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SetupError(f"--libero-{name}={value!r} is not an integer") from None
+
+
+def _float_option(config: pytest.Config, name: str) -> float | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise SetupError(f"--libero-{name}={value!r} must be a positive number of seconds")
+    return seconds
+
+
+def build_plan(config: pytest.Config) -> RunPlan | None:
+    profile_name = option_value(config, "profile")
+    if profile_name is None:
+        return None
+    task_ids = option_value(config, "task-ids")
+    selection = SelectionRequest(
+        scope=option_value(config, "scope") or "smoke",
+        suite=option_value(config, "suite"),
+        task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
+        mode=option_value(config, "mode") or "fast",
+    )
+    profile = load_profile(profile_name).with_overrides(
+        options=parse_policy_options(option_value(config, "policy-option")),
+        endpoint=option_value(config, "endpoint"),
+        call_timeout=_float_option(config, "call-timeout"),
+    )
+    return make_plan(
+        profile,
+        selection,
+        budget_mode=option_value(config, "budget-mode"),
+        max_policy_calls=_int_option(config, "max-policy-calls"),
+        replan_interval=_int_option(config, "replan-interval"),
+        track=option_value(config, "track"),
+        shard_of=parse_shard(shard) if (shard := option_value(config, "shard")) else None,
+        adapter=option_value(config, "adapter") or "libero",
+        render=option_value(config, "render") or "consumed",
+        video_stride=_int_option(config, "video-stride") or 1,
+    )
+
+
+def gates(config: pytest.Config) -> Gates:
+    """The operator's CI gates, validated."""
+    min_success = _rate_option(config, "min-success")
+    alpha = _rate_option(config, "baseline-alpha")
+    baseline_dir = option_value(config, "baseline")
+    baseline = load_baseline(Path(baseline_dir)) if baseline_dir else None
+    return Gates(min_success, baseline, alpha if alpha is not None else 0.05)
+
+
+def _rate_option(config: pytest.Config, name: str) -> float | None:
+    value = option_value(config, name)
+    if value is None:
+        return None
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        raise SetupError(f"--libero-{name}={value!r} must be a number between 0 and 1")
+    return rate
+
+
+def isolation(config: pytest.Config) -> str:
+    mode = option_value(config, "isolation") or "process"
+    if mode not in ("process", "none"):
+        raise SetupError(f"--libero-isolation={mode!r}: allowed: process, none")
+    return str(mode)
+
+
+def watchdog(config: pytest.Config, plan: RunPlan) -> Watchdog:
+    """Per-phase allowances; a policy call may take its own timeout plus a margin."""
+    step = _float_option(config, "step-timeout") or 120.0
+    build = _float_option(config, "build-timeout") or 600.0
+    return Watchdog(build_s=build, step_s=step, policy_s=max(step, plan.profile.call_timeout + 30))
