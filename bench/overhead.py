@@ -129,11 +129,7 @@ def main() -> int:
                 variants["plugin-render-all"] = lambda: plugin(render_all, policy)
                 variants["plugin-inproc"] = lambda: plugin(inproc_plan, inproc_policy)
                 variants["plugin-noevidence"] = noevidence
-                try:
-                    import pytest_libero.isolation  # noqa: F401
-                    variants["plugin-isolated"] = isolated
-                except ImportError:
-                    print("# (pytest_libero.isolation not present: no plugin-isolated variant)")
+                variants["plugin-isolated"] = isolated
 
             if not args.no_warmup:
                 c.run_bare(case, args.replan_interval, args.replan_interval)  # EGL, caches

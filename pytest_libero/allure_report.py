@@ -188,10 +188,10 @@ class _CaseKeeper:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         now_ms = int(time.time() * 1000)
-        for uuid, fixup in list(self.pending.items()):
-            test = self.reporter.get_test(uuid)
+        for test_uuid, fixup in list(self.pending.items()):
+            test = self.reporter.get_test(test_uuid)
             if test is None or call.when == "teardown":
-                del self.pending[uuid]
+                del self.pending[test_uuid]
             if test is not None:
                 test.name, test.description = fixup.title, fixup.description
                 test.start = min(test.start or now_ms, fixup.start_ms)

@@ -10,7 +10,6 @@ so the check stays cheap enough to run before every session.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import zipfile

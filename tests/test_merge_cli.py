@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from pytest_libero.identity import protocol_identity
 
