@@ -108,11 +108,6 @@ def load_catalog() -> Catalog:
     )
 
 
-@cache
-def load_inventory_bytes() -> bytes:
-    return _data_bytes("libero_inventory.json")
-
-
 @dataclass(frozen=True)
 class SelectionRequest:
     """What the operator asked for, before validation."""

@@ -38,14 +38,21 @@ def canonical_json(value: Any) -> bytes:
 
 
 @cache
-def protocol_identity() -> str:
-    """The digest that names this protocol; it changes only when the protocol does."""
-    from pytest_libero.catalog import load_catalog, load_inventory_bytes
-    from pytest_libero.protocol import protocol_parameters
+def data_digests() -> dict[str, str]:
+    """sha256 of the packaged catalog and inventory files."""
+    from pytest_libero.catalog import load_catalog
+    from pytest_libero.inventory import load_inventory_bytes
 
-    payload = {
+    return {
         "catalog_sha256": load_catalog().digest,
         "inventory_sha256": sha256_bytes(load_inventory_bytes()),
-        "parameters": protocol_parameters(),
     }
+
+
+@cache
+def protocol_identity() -> str:
+    """The digest that names this protocol; it changes only when the protocol does."""
+    from pytest_libero.protocol import protocol_parameters
+
+    payload = {**data_digests(), "parameters": protocol_parameters()}
     return "libero-protocol-v1:" + sha256_bytes(canonical_json(payload))[:32]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from functools import cache
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,10 +250,15 @@ def verify_entries(entries: Iterable[Mapping[str, Any]], inventory: Mapping[str,
         raise InventoryMismatch(problems)
 
 
+@cache
+def load_inventory_bytes() -> bytes:
+    """The packaged inventory file's bytes; their sha256 enters the protocol identity."""
+    return data_path(INVENTORY_FILE).read_bytes()
+
+
 def load_inventory() -> dict[str, Any]:
     """The packaged inventory document (P2), read-only reference evidence."""
-    text = data_path(INVENTORY_FILE).read_text(encoding="utf-8")
-    document = json.loads(text)
+    document = json.loads(load_inventory_bytes())
     if not isinstance(document, dict) or document.get("schema") != INVENTORY_SCHEMA:
         raise SetupError(
             f"packaged {INVENTORY_FILE} is not a {INVENTORY_SCHEMA} document; "

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_libero.allure_report import write_environment
-from pytest_libero.catalog import load_catalog, load_inventory_bytes
-from pytest_libero.identity import protocol_identity, sha256_bytes
+from pytest_libero.identity import data_digests, protocol_identity
 from pytest_libero.plan import RunPlan
 from pytest_libero.protocol import SOURCE_PIN
 from pytest_libero.errors import SetupError
@@ -179,8 +178,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source_pin": SOURCE_PIN,
         "installed": installed,
-        "catalog_sha256": load_catalog().digest,
-        "inventory_sha256": sha256_bytes(load_inventory_bytes()),
+        **data_digests(),
         "protocol_identity": protocol_identity(),
         "plan": plan.as_dict(),
         "host": {
