@@ -138,7 +138,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
     """``python -m pytest_libero.serve --policy zero`` on 127.0.0.1; yields its ws:// URI."""
-    from pytest_libero.policy.websocket import ServerUnavailable, check_health
+    from pytest_libero.policy.probe import wait_for_health
 
     port = free_port()
     log = tempfile.TemporaryFile()
@@ -148,19 +148,14 @@ def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
         stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
     )
     uri = f"ws://127.0.0.1:{port}"
-    deadline = time.monotonic() + wait_s
+
+    def alive() -> None:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"the zero server exited: {log.read().decode(errors='replace')}")
+
     try:
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"the zero server exited: {log.read().decode(errors='replace')}")
-            try:
-                check_health(uri, timeout=1.0)
-                break
-            except ServerUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_for_health(uri, time.monotonic() + wait_s, 1.0, still_worth_it=alive)
         yield uri
     finally:
         proc.terminate()

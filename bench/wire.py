@@ -63,7 +63,7 @@ while True:
 
 @contextlib.contextmanager
 def reference_server(chunk: int) -> Iterator[str]:
-    from pytest_libero.policy.remote import wait_for_health
+    from pytest_libero.policy.probe import wait_for_health
 
     port = c.free_port()
     log = tempfile.TemporaryFile()
@@ -71,7 +71,7 @@ def reference_server(chunk: int) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
     uri = f"ws://127.0.0.1:{port}"
     try:
-        wait_for_health(uri, 30.0, 1.0)
+        wait_for_health(uri, time.monotonic() + 30.0, 1.0)
         yield uri
     finally:
         proc.terminate()

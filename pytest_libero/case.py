@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,7 @@ def run_case(
                 plan.profile.stop_rule,
                 init_controls=episode.init_controls,
                 listener=listener,
+                out_of_bounds=plan.profile.out_of_bounds,
             )
             timings["episode_s"] = round(time.perf_counter() - t0, 3)
         finally:
@@ -176,6 +178,7 @@ def _assemble(
         "truncation": result.truncation,
         "counters": result.as_dict()["counters"],
         "chunks": result.chunks,
+        "clipping": {**asdict(result.clipping), "mode": plan.profile.out_of_bounds},
         "error": result.error,
         "summary": result.describe(),
         "started_at": started,

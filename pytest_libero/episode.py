@@ -15,7 +15,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from pytest_libero.errors import EnvironmentFault, EpisodeError, PolicyTransportError
-from pytest_libero.policy.contract import Observation, Policy, Reply, validate_reply
+from pytest_libero.policy.contract import (
+    Clipping,
+    Observation,
+    Policy,
+    Reply,
+    clip_prefix,
+    validate_reply,
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,20 @@ class Counters:
 
 
 @dataclass
+class ClipTally:
+    """Clipped actions summed over an episode (out_of_bounds = "clip")."""
+
+    chunks: int = 0
+    values: int = 0
+    max_excess: float = 0.0
+
+    def add(self, clipping: Clipping) -> None:
+        self.chunks += 1
+        self.values += clipping.values
+        self.max_excess = max(self.max_excess, clipping.max_excess)
+
+
+@dataclass
 class EpisodeResult:
     """The native outcome of one episode with its counters and any error."""
 
@@ -153,6 +174,7 @@ class EpisodeResult:
     counters: Counters = field(default_factory=Counters)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    clipping: ClipTally = field(default_factory=ClipTally)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,10 +218,13 @@ def run_episode(
     *,
     init_controls: int,
     listener: EpisodeListener | None = None,
+    out_of_bounds: str = "error",
 ) -> EpisodeResult:
     """Drive one episode to native success, truncation or error; never raise.
 
-    The policy must already be reset for this episode (see ``case.run_case``).
+    The policy must already be reset for this episode (see ``case.run_case``). With
+    ``out_of_bounds="clip"`` each executed prefix is clipped to [-1, 1] first and the
+    clips are tallied per chunk and for the episode.
     """
     sink: EpisodeListener = listener or _Silent()
     result = EpisodeResult()
@@ -219,13 +244,16 @@ def run_episode(
             sink.on_observation(call, observation)
             counters.policy_calls = call  # a call counts once made, answered or not
             raw = call_policy(policy.infer, observation)
-            reply = validate_reply(raw)
+            reply = validate_reply(raw, out_of_bounds)
             sink.on_decision(call, reply)
             executed = 0
+            clipping = None
             if reply.actions is not None:
                 counters.decisions += 1
                 remaining = budget.control_cap - counters.executed_controls
-                prefix = reply.actions[: min(budget.replan_interval, remaining)]
+                prefix, clipping = clip_prefix(reply.actions[: min(budget.replan_interval, remaining)])
+                if clipping is not None:
+                    result.clipping.add(clipping)
                 for n, action in enumerate(prefix, start=1):
                     success = _call_env(env.step, action, n == len(prefix))
                     counters.executed_controls += 1
@@ -235,9 +263,12 @@ def run_episode(
                         counters.first_success_control = counters.executed_controls
                         counters.first_success_policy_call = call
                         break
-            result.chunks.append(
-                {"call": call, "horizon": reply.horizon, "executed": executed, "stop": reply.stop}
-            )
+            chunk: dict[str, Any] = {
+                "call": call, "horizon": reply.horizon, "executed": executed, "stop": reply.stop
+            }
+            if clipping is not None:
+                chunk["clipped"] = clipping.as_dict()
+            result.chunks.append(chunk)
             sink.on_reply(call, reply, executed)
             if counters.first_success_control is not None:
                 result.outcome = "success"

@@ -332,7 +332,7 @@ class CaseEvidence:
 
     def on_reply(self, call: int, reply: Reply, executed: int) -> None:
         self._require_open()
-        self._write_line(self._actions, {
+        line: dict[str, Any] = {
             "call": call,
             "horizon": reply.horizon,
             "executed": executed,
@@ -340,7 +340,12 @@ class CaseEvidence:
             "actions": None if reply.actions is None else _encode_array(reply.actions),
             "extras": sorted(map(str, reply.extras)),
             "complete": True,
-        })
+        }
+        if reply.actions is not None and self._pending:
+            ran = np.stack(self._pending)
+            if not np.array_equal(ran, reply.actions[:executed]):
+                line["executed_actions"] = _encode_array(ran)  # clipped before execution
+        self._write_line(self._actions, line)
         self._chunks += 1
         self._pending.clear()
 
@@ -563,7 +568,8 @@ class ChunkRecord:
 
     ``complete`` is False for a chunk cut short by an error before the reply was
     recorded; then ``actions`` holds only the controls that executed, and ``stop``
-    and ``horizon`` are unknown.
+    and ``horizon`` are unknown. ``clipped`` holds the prefix as it executed when it
+    differed from the chunk as sent (out_of_bounds = "clip").
     """
 
     call: int | None
@@ -572,9 +578,13 @@ class ChunkRecord:
     executed: int
     stop: bool | None
     complete: bool
+    clipped: np.ndarray | None = None
 
     @property
     def executed_actions(self) -> np.ndarray | None:
+        """What the simulator ran: the clipped prefix, or the chunk's first actions."""
+        if self.clipped is not None:
+            return self.clipped
         return None if self.actions is None else self.actions[: self.executed]
 
 
@@ -584,5 +594,11 @@ def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
         actions = None if line["actions"] is None else decode_array(line["actions"])
         if actions is not None and array_sha256(actions) != line["actions"]["sha256"]:
             raise EvidenceError(f"{ACTIONS_NAME}: chunk of call {line['call']} does not match its hash")
+        ran = None
+        if (clipped := line.get("executed_actions")) is not None:
+            ran = decode_array(clipped)
+            if array_sha256(ran) != clipped["sha256"]:
+                raise EvidenceError(f"{ACTIONS_NAME}: executed prefix of call {line['call']} "
+                                    "does not match its hash")
         yield ChunkRecord(line["call"], actions, line["horizon"], line["executed"],
-                          line["stop"], line["complete"])
+                          line["stop"], line["complete"], ran)

@@ -24,12 +24,17 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.catalog import Entry
-from pytest_libero.errors import EnvironmentFault
+from pytest_libero.errors import EnvironmentFault, EpisodeError, PolicyTransportError
 from pytest_libero.plan import RunPlan
 from pytest_libero.policy.contract import Observation, Reply
 
 CHILD_OUTPUT = "simulator.log"
 EVIDENCE_GRACE_S = 120.0
+DEFAULT_BUILD_TIMEOUT_S = 600.0
+DEFAULT_STEP_TIMEOUT_S = 120.0
+POLICY_MARGIN_S = 30.0
+"""Beyond a policy's own limits: its client's timeout fires first and names the cause."""
+POLICY_PHASES = ("policy_reset", "policy")
 
 
 class SimulatorCrash(EnvironmentFault):
@@ -44,18 +49,31 @@ class SimulatorHang(EnvironmentFault):
     cause = "simulator_hang"
 
 
+class PolicyHang(PolicyTransportError):
+    """The policy gave no answer even past its own limits; the case process was killed."""
+
+    cause = "policy_hang"
+
+
 @dataclass(frozen=True)
 class Watchdog:
-    """How long each phase may go without a sign of life."""
+    """How long each phase may go without a sign of life.
 
-    build_s: float = 600.0
-    step_s: float = 120.0
-    policy_s: float = 120.0
+    Waiting on the policy (connecting at "policy_reset", a call at "policy") is timed
+    by the policy's limits, not the simulator's, and a wait that outlives them is
+    reported as the policy's fault, naming ``policy_name``.
+    """
+
+    build_s: float = DEFAULT_BUILD_TIMEOUT_S
+    step_s: float = DEFAULT_STEP_TIMEOUT_S
+    policy_s: float = DEFAULT_STEP_TIMEOUT_S
+    policy_connect_s: float = DEFAULT_STEP_TIMEOUT_S
+    policy_name: str = "the policy"
 
     def allowance(self, phase: str) -> float:
         return {
             "start": self.build_s,
-            "policy_reset": self.policy_s,
+            "policy_reset": self.policy_connect_s,
             "build": self.build_s,
             "episode": self.step_s,
             "step": self.step_s,
@@ -116,8 +134,17 @@ def _child(conn: Connection, plan: RunPlan, entry: Entry, case_dir: Path, sys_pa
     os._exit(0)
 
 
-def run_isolated(plan: RunPlan, entry: Entry, case_dir: Path, watchdog: Watchdog) -> dict[str, Any]:
-    """Run the case in a child process and return its record, whatever happens to it."""
+def run_isolated(
+    plan: RunPlan,
+    entry: Entry,
+    case_dir: Path,
+    watchdog: Watchdog,
+    progress: Callable[[dict[str, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the case in a child process and return its record, whatever happens to it.
+
+    ``progress`` is told the child's counters at every sign of life.
+    """
     from pytest_libero.case import errored_record
 
     context = multiprocessing.get_context("forkserver")
@@ -146,6 +173,8 @@ def run_isolated(plan: RunPlan, entry: Entry, case_dir: Path, watchdog: Watchdog
             else:
                 _, phase, counters = message
                 deadline = time.monotonic() + watchdog.allowance(phase)
+                if progress is not None:
+                    progress(counters)
     finally:
         if process.is_alive() and record is None:
             process.kill()
@@ -156,8 +185,16 @@ def run_isolated(plan: RunPlan, entry: Entry, case_dir: Path, watchdog: Watchdog
     tail = _tail(case_dir / CHILD_OUTPUT)
     where = f"during {phase} after {counters.get('executed_controls', 0)} controls, " \
             f"{counters.get('policy_calls', 0)} policy calls"
-    if hung:
-        fault: EnvironmentFault = SimulatorHang(
+    fault: EpisodeError
+    if hung and phase in POLICY_PHASES:
+        waited = "connect to" if phase == "policy_reset" else "answer from"
+        fault = PolicyHang(
+            f"no {waited} {watchdog.policy_name} for {watchdog.allowance(phase):.0f}s "
+            f"{where}, beyond the policy's own limits (policy.wait_s / call_timeout); the "
+            "case process was killed"
+        )
+    elif hung:
+        fault = SimulatorHang(
             f"the simulator process gave no sign of life for {watchdog.allowance(phase):.0f}s "
             f"{where}; it was killed (raise --libero-step-timeout or --libero-build-timeout "
             f"if this machine is just slow). Output tail:\n{tail}"
@@ -167,7 +204,7 @@ def run_isolated(plan: RunPlan, entry: Entry, case_dir: Path, watchdog: Watchdog
             f"the simulator process died ({_describe_exit(process.exitcode)}) {where}. "
             f"Output tail:\n{tail}"
         )
-    record = errored_record(plan, entry, fault, kind="environment", counters=counters, started=started)
+    record = errored_record(plan, entry, fault, kind=fault.kind, counters=counters, started=started)
     record["evidence_dir"] = str(case_dir)
     record["pid"] = process.pid  # the process that ran (and lost) the case
     record["child_exit"] = process.exitcode

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from pytest_libero.errors import SetupError
-from pytest_libero.policy.websocket import RETRY_SLEEP_S, ServerUnavailable, check_health
+from pytest_libero.policy.probe import wait_for_health
+from pytest_libero.policy.websocket import ServerUnavailable
 from pytest_libero.profiles import Launch
 
 STOP_GRACE_S = 10.0
@@ -45,26 +46,29 @@ class LaunchedServer:
                 )
             except OSError as exc:
                 raise SetupError(f"could not start the policy server {self.argv}: {exc}") from exc
-        deadline = time.monotonic() + self.launch.startup_timeout
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise SetupError(
-                    f"the policy server {self.argv} exited with code {code} before it was "
-                    f"healthy; its output ({self.log_path}) ends with:\n{self.log_tail()}"
-                )
-            try:
-                check_health(self.endpoint, timeout=2.0)
-                return
-            except ServerUnavailable:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise SetupError(
-                        f"the policy server {self.argv} was not healthy at {self.endpoint} "
-                        f"after {self.launch.startup_timeout:.0f}s (launch.startup_timeout); "
-                        f"its output ends with:\n{self.log_tail()}"
-                    ) from None
-                time.sleep(RETRY_SLEEP_S * 5)
+        try:
+            wait_for_health(
+                self.endpoint,
+                time.monotonic() + self.launch.startup_timeout,
+                timeout=2.0,
+                still_worth_it=self._still_running,
+            )
+        except ServerUnavailable:
+            self.stop()
+            raise SetupError(
+                f"the policy server {self.argv} was not healthy at {self.endpoint} "
+                f"after {self.launch.startup_timeout:.0f}s (launch.startup_timeout); "
+                f"its output ends with:\n{self.log_tail()}"
+            ) from None
+
+    def _still_running(self) -> None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            raise SetupError(
+                f"the policy server {self.argv} exited with code {code} before it was "
+                f"healthy; its output ({self.log_path}) ends with:\n{self.log_tail()}"
+            )
 
     def stop(self) -> None:
         """SIGTERM the server's process group, then SIGKILL after a grace period."""

@@ -21,6 +21,7 @@ _Key = Callable[[dict[str, Any]], Any]
 _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("protocol identity", lambda run: run["protocol_identity"]),
     ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
+    ("out-of-bounds rule", lambda run: run["plan"]["profile"].get("out_of_bounds", "error")),
     ("selection", lambda run: run["plan"]["selection"]),
     ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],

@@ -15,7 +15,12 @@ import pytest
 
 from pytest_libero.catalog import SelectionRequest, parse_shard, parse_task_ids
 from pytest_libero.errors import SetupError
-from pytest_libero.isolation import Watchdog
+from pytest_libero.isolation import (
+    DEFAULT_BUILD_TIMEOUT_S,
+    DEFAULT_STEP_TIMEOUT_S,
+    POLICY_MARGIN_S,
+    Watchdog,
+)
 from pytest_libero.plan import RunPlan, make_plan
 from pytest_libero.profiles import load_profile, parse_policy_options
 from pytest_libero.recorder import Gates, load_baseline
@@ -60,6 +65,11 @@ OPTIONS = (
     _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
     _Option("call-timeout", "seconds one policy call may take before the case errors; "
             "overrides the profile's"),
+    _Option("server-wait", "seconds to wait for a policy server that is not answering yet "
+            "(before the run and before each case); overrides the profile's policy.wait_s"),
+    _Option("out-of-bounds", "an action outside [-1, 1]: error (strict) or clip (clipped "
+            "before execution, every clip recorded); overrides the profile's "
+            "[action] out_of_bounds"),
     _Option("min-success", "gate: exit 1 unless every case completed and the overall "
             "success rate is at least RATE (0-1)"),
     _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
@@ -68,9 +78,9 @@ OPTIONS = (
     _Option("isolation", "process (each case's simulator in a watched child process: a "
             "crash or hang costs that case only) or none (in the pytest process)", "process"),
     _Option("step-timeout", "watchdog: seconds a control step may take before the case's "
-            "simulator is killed (isolation=process)", "120"),
+            "simulator is killed (isolation=process)", f"{DEFAULT_STEP_TIMEOUT_S:g}"),
     _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
-            "environment may take (isolation=process)", "600"),
+            "environment may take (isolation=process)", f"{DEFAULT_BUILD_TIMEOUT_S:g}"),
     _Option("render", "consumed (render a camera only for the controls whose image a "
             "policy or the video uses; same bytes) or all (every camera, every control)",
             "consumed"),
@@ -129,16 +139,17 @@ def _int_option(config: pytest.Config, name: str) -> int | None:
         raise SetupError(f"--libero-{name}={value!r} is not an integer") from None
 
 
-def _float_option(config: pytest.Config, name: str) -> float | None:
+def _float_option(config: pytest.Config, name: str, *, allow_zero: bool = False) -> float | None:
     value = option_value(config, name)
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
-        seconds = 0.0
-    if seconds <= 0:
-        raise SetupError(f"--libero-{name}={value!r} must be a positive number of seconds")
+        seconds = -1.0
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        allowed = "zero or more" if allow_zero else "a positive number of"
+        raise SetupError(f"--libero-{name}={value!r} must be {allowed} seconds")
     return seconds
 
 
@@ -157,6 +168,8 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         options=parse_policy_options(option_value(config, "policy-option")),
         endpoint=option_value(config, "endpoint"),
         call_timeout=_float_option(config, "call-timeout"),
+        wait_s=_float_option(config, "server-wait", allow_zero=True),
+        out_of_bounds=option_value(config, "out-of-bounds"),
     )
     return make_plan(
         profile,
@@ -202,7 +215,13 @@ def isolation(config: pytest.Config) -> str:
 
 
 def watchdog(config: pytest.Config, plan: RunPlan) -> Watchdog:
-    """Per-phase allowances; a policy call may take its own timeout plus a margin."""
-    step = _float_option(config, "step-timeout") or 120.0
-    build = _float_option(config, "build-timeout") or 600.0
-    return Watchdog(build_s=build, step_s=step, policy_s=max(step, plan.profile.call_timeout + 30))
+    """Per-phase allowances. Phases that wait on the policy get the policy's own limits
+    plus a margin, so its client times out (and says why) before the watchdog fires."""
+    profile = plan.profile
+    return Watchdog(
+        build_s=_float_option(config, "build-timeout") or DEFAULT_BUILD_TIMEOUT_S,
+        step_s=_float_option(config, "step-timeout") or DEFAULT_STEP_TIMEOUT_S,
+        policy_s=profile.call_timeout + POLICY_MARGIN_S,
+        policy_connect_s=profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S,
+        policy_name=profile.endpoint or f"in-process policy {profile.factory}",
+    )

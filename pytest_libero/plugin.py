@@ -8,7 +8,8 @@ recorder. The simulator is never imported here.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterator
+import sys
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,11 @@ from pytest_libero.launcher import LaunchedServer
 from pytest_libero import options
 from pytest_libero.options import build_plan, gates, isolation, option_value, watchdog
 from pytest_libero.plan import RunPlan
+from pytest_libero.progress import case_progress
+from pytest_libero import progress as live_progress
 from pytest_libero.policy.contract import Policy
-from pytest_libero.recorder import RECORD_PROPERTY, Recorder, run_identity
+from pytest_libero.policy.probe import preflight, server_gone
+from pytest_libero.recorder import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, Recorder, run_identity
 from pytest_libero.results import RunFolder, read_results
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
@@ -82,6 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 config.stash[PLAN_KEY] = plan  # listing cases writes no run folder
                 _collect_conformance(config)
                 return
+            if _served(plan) and plan.profile.launch is None:
+                preflight(plan.profile, on_wait=_tell_waiting(plan))  # before any run folder
             recorder = start_recorder(config, plan)
             plan = recorder.plan
         else:
@@ -91,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[PLAN_KEY] = plan
     _collect_conformance(config)
+    live_progress.register(config)
     if not is_controller:
         config.stash[RUN_DIR_KEY] = Path(workerinput[WORKER_RUN_DIR])
         return
@@ -143,11 +150,30 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     log = config.stash[RECORDER_KEY].folder.path / "server.log"
     server = LaunchedServer(plan.profile.launch, plan.profile.endpoint or "", log)
+    config.add_cleanup(server.stop)
     try:
         server.start()
+        preflight(plan.profile)
     except SetupError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.add_cleanup(server.stop)
+
+
+def _served(plan: RunPlan) -> bool:
+    """Whether the policy sits behind a server the plugin must find."""
+    return plan.profile.transport == "websocket"
+
+
+def _tell_waiting(plan: RunPlan) -> Callable[[Exception], None]:
+    """Say at once that nothing answers yet, so a forgotten server costs seconds."""
+    def tell(exc: Exception) -> None:
+        profile = plan.profile
+        sys.stderr.write(
+            f"pytest-libero: no policy server at {profile.endpoint} yet; waiting up to "
+            f"{profile.wait_s:g}s (profile {profile.name!r}: policy.wait_s, or "
+            f"--libero-server-wait). Start it with: {profile.start_hint}\n"
+        )
+        sys.stderr.flush()
+    return tell
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -172,8 +198,11 @@ class CaseErrored(Exception):
         self.record = record
 
     def report_text(self) -> str:
-        error = self.record["error"] or {}
-        return f"{self.record['case']}: {self.record['summary']}\n\n{error.get('traceback', '')}"
+        """The cause in one line; the traceback and details stay in the record."""
+        cause = self.record["summary"].splitlines()[0]
+        where = self.record.get("evidence_dir")
+        details = f"{where}/episode.json" if where else "results.jsonl"
+        return f"{self.record['case']}: {cause}\n(full error and traceback: {details})"
 
 
 @pytest.fixture(scope="session")
@@ -197,13 +226,31 @@ def libero_policy(libero_plan: RunPlan) -> Iterator[Policy]:
 def libero_case(
     request: pytest.FixtureRequest, libero_plan: RunPlan, libero_entry: Any
 ) -> dict[str, Any]:
-    """Run the case's episode during setup; an errored episode errors the case."""
-    case_dir = request.config.stash[RUN_DIR_KEY] / "cases" / libero_entry.case_id
-    if isolation(request.config) == "process":
-        record = run_isolated(libero_plan, libero_entry, case_dir, watchdog(request.config, libero_plan))
-    else:
-        policy = request.getfixturevalue("libero_policy")
-        record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir)
+    """Run the case's episode during setup; an errored episode errors the case.
+
+    A served policy is probed first: if its server is gone (nothing answers within
+    wait_s), this case and the rest are left unattempted and the session stops.
+    """
+    run_dir = request.config.stash[RUN_DIR_KEY]
+    case_dir = run_dir / "cases" / libero_entry.case_id
+    if _served(libero_plan):
+        gone = server_gone(libero_plan.profile)
+        if gone is not None:
+            stop = (f"{gone}; the remaining cases are left unattempted. Once the server is "
+                    f"back, finish the run with the same command plus --libero-resume={run_dir} "
+                    "(and without --libero-run-id or --libero-results)")
+            request.session.shouldstop = stop
+            request.node.user_properties.append((UNATTEMPTED_PROPERTY, stop))
+            pytest.skip(f"not attempted: {gone}")
+    cap = libero_plan.budget_for(libero_entry).control_cap
+    with case_progress(request.config, libero_entry.case_id, cap) as progress:
+        if isolation(request.config) == "process":
+            record = run_isolated(libero_plan, libero_entry, case_dir,
+                                  watchdog(request.config, libero_plan), progress=progress.update)
+        else:
+            policy = request.getfixturevalue("libero_policy")
+            record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir,
+                                            listener=progress)
     request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
     if allure_active(request.config):
         report_case(record, case_dir)

@@ -22,15 +22,17 @@ from pytest_libero.data import data_path
 from pytest_libero.episode import StopRule
 from pytest_libero.errors import SetupError
 from pytest_libero.identity import sha256_bytes
+from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
 from pytest_libero.protocol import BUDGET_MODES, DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, TRACKS
 
 TRANSPORTS = ("inprocess", "websocket")
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
-             "budget", "stop"}
+             "budget", "stop", "action"}
 _POLICY_KEYS = {"transport", "factory", "options", "endpoint", "connect_timeout", "call_timeout",
-                "wait_s"}
+                "wait_s", "server_hint"}
+_ACTION_KEYS = {"out_of_bounds"}
 _REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
 _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
@@ -75,6 +77,10 @@ class Profile:
     connect_timeout: float = 10.0
     call_timeout: float = 60.0
     wait_s: float = 30.0
+    server_hint: str = ""
+    """How to start the server this profile expects; shown when none answers."""
+    out_of_bounds: str = "error"
+    """What an action outside [-1, 1] does: "error" (strict) or "clip" (recorded)."""
     layout: RequestLayout = field(default_factory=RequestLayout)
     launch: Launch | None = None
 
@@ -83,6 +89,8 @@ class Profile:
         options: Mapping[str, Any] | None = None,
         endpoint: str | None = None,
         call_timeout: float | None = None,
+        wait_s: float | None = None,
+        out_of_bounds: str | None = None,
     ) -> Profile:
         """The same profile with the operator's settings layered on top."""
         changes: dict[str, Any] = {}
@@ -92,7 +100,22 @@ class Profile:
             changes["endpoint"] = endpoint
         if call_timeout is not None:
             changes["call_timeout"] = call_timeout
+        if wait_s is not None:
+            changes["wait_s"] = wait_s
+        if out_of_bounds is not None:
+            if out_of_bounds not in OUT_OF_BOUNDS_MODES:
+                raise SetupError(f"--libero-out-of-bounds={out_of_bounds!r}; allowed: "
+                                 f"{', '.join(OUT_OF_BOUNDS_MODES)}")
+            changes["out_of_bounds"] = out_of_bounds
         return replace(self, **changes) if changes else self
+
+    @property
+    def start_hint(self) -> str:
+        """How to start the server, in the profile's words or generic ones."""
+        return self.server_hint or (
+            "python -m pytest_libero.serve --policy MODULE:FACTORY --port PORT "
+            "(in the model's own environment)"
+        )
 
     def build_policy(self) -> Any:
         """Build the profile's policy; a remote one connects at its first episode."""
@@ -124,6 +147,7 @@ class Profile:
             "endpoint": self.endpoint,
             "request_layout": self.layout.describe() if self.transport == "websocket" else None,
             "call_timeout": self.call_timeout,
+            "out_of_bounds": self.out_of_bounds,
         }
 
 
@@ -200,7 +224,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         factory = check.string(policy, "factory", "policy.")
         if ":" not in factory:
             check.fail("policy.factory", f"{factory!r}", "'module:callable'")
-        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s"):
+        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint"):
             if key in policy:
                 check.fail(f"policy.{key}", "set", "only with transport = 'websocket'")
     else:
@@ -216,6 +240,8 @@ def parse_profile(data: bytes, source: str) -> Profile:
     stop = check.table(raw, "stop", required=False)
     check.keys(stop, _STOP_KEYS, "stop.")
     consecutive = check.integer(stop, "consecutive", "stop.", default=0, minimum=0)
+    action = check.table(raw, "action", required=False)
+    check.keys(action, _ACTION_KEYS, "action.")
     if transport == "inprocess" and ("request" in raw or "launch" in raw):
         check.fail("request/launch", "set", "only with transport = 'websocket'")
     return Profile(
@@ -240,6 +266,8 @@ def parse_profile(data: bytes, source: str) -> Profile:
         connect_timeout=check.seconds(policy, "connect_timeout", "policy.", default=10.0),
         call_timeout=check.seconds(policy, "call_timeout", "policy.", default=60.0),
         wait_s=check.seconds(policy, "wait_s", "policy.", default=30.0),
+        server_hint=check.string(policy, "server_hint", "policy.") if "server_hint" in policy else "",
+        out_of_bounds=check.choice(action, "out_of_bounds", OUT_OF_BOUNDS_MODES, "action.", default="error"),
         layout=_layout(check, check.table(raw, "request", required=False)),
         launch=_launch(check, raw.get("launch"), source),
     )

@@ -28,6 +28,9 @@ from pytest_libero.results import RunFolder, new_run_id, read_results, run_folde
 from pytest_libero.summary import summarize, summary_lines
 
 RECORD_PROPERTY = "libero_record"
+UNATTEMPTED_PROPERTY = "libero_unattempted"
+"""Set on a case left unattempted because the run had to stop; holds why and how to
+finish the run."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Recorder:
         self.records: dict[str, dict[str, Any]] = {}
         self.verdicts: list[Verdict] = []
         self.write_errors: list[str] = []
+        self.stopped: str | None = None
+        """Why the run stopped before its last case (a policy server gone), if it did."""
 
     def _write(self, action: Callable[[], object], what: str) -> None:
         """A run file that cannot be written (a full disk) is reported, not fatal:
@@ -89,6 +94,8 @@ class Recorder:
         if report.when != "teardown":
             return
         for name, value in report.user_properties:
+            if name == UNATTEMPTED_PROPERTY and self.stopped is None:
+                self.stopped = str(value)  # the process that ran the case stops itself
             if name == RECORD_PROPERTY:
                 record = json.loads(str(value))
                 record["nodeid"] = report.nodeid
@@ -108,6 +115,12 @@ class Recorder:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         summary = self.summary()
+        summary["stopped"] = self.stopped
+        if self.stopped is not None and self.gates.active:
+            self.verdicts.append(Verdict(False, [
+                f"gates FAILED: the run is incomplete ({summary['counts']['unattempted']} "
+                f"unattempted case(s)): {self.stopped}"
+            ]))
         if self.gates.min_success is not None:
             self.verdicts.append(min_success_gate(summary, self.gates.min_success))
         if self.gates.baseline is not None:
@@ -129,6 +142,8 @@ class Recorder:
         terminalreporter.section("LIBERO")
         for line in summary_lines(self.summary()):
             terminalreporter.write_line(line)
+        if self.stopped is not None:
+            terminalreporter.write_line(f"run stopped: {self.stopped}", red=True)
         for verdict in self.verdicts:
             for line in verdict.lines:
                 terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)

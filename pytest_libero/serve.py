@@ -37,29 +37,41 @@ log = logging.getLogger("pytest_libero.serve")
 
 
 class PolicyServer:
-    """One policy behind the openpi protocol; calls are serialized by a lock."""
+    """One policy behind the openpi protocol; calls are serialized by a lock.
+
+    Episode boundaries: pytest-libero opens one connection per episode, so the policy
+    is reset before the first request of every connection, whatever the client's
+    request layout carries. A connection that never sends a request (a client
+    checking the server is up) resets nothing. A later request whose optional
+    counters say ``policy_calls == 0`` (a client that keeps one connection for many
+    episodes) resets it too.
+    """
 
     def __init__(self, policy: Policy, layout: RequestLayout | None = None) -> None:
         self.policy = policy
         self.layout = layout or RequestLayout()
         self._lock = threading.Lock()
 
-    def answer(self, payload: bytes) -> bytes:
-        """Decode one request, run the policy, encode its reply (raises on failure)."""
+    def answer(self, payload: bytes, *, first: bool = False) -> bytes:
+        """Decode one request, run the policy, encode its reply (raises on failure).
+
+        ``first`` says this is the connection's first request: a new episode.
+        """
         request = unpack(payload)
         if not isinstance(request, dict):
             raise TypeError(f"a request must be a map, got {type(request).__name__}")
         observation = self.layout.decode({str(k): v for k, v in request.items()})
         started = time.perf_counter()
         with self._lock:
-            if COUNTER_KEYS[0] in request and observation.policy_calls == 0:
-                self.policy.reset()  # the counters say a new episode starts
+            if first or (COUNTER_KEYS[0] in request and observation.policy_calls == 0):
+                self.policy.reset()
             reply = dict(self.policy.infer(observation))
         reply["server_timing"] = {"infer_ms": (time.perf_counter() - started) * 1000}
         return pack(reply)
 
     async def handler(self, websocket: ServerConnection) -> None:
         await websocket.send(pack(dict(self.policy.metadata)))
+        first = True
         while True:
             try:
                 payload = await websocket.recv()
@@ -68,7 +80,8 @@ class PolicyServer:
             try:
                 if isinstance(payload, str):
                     raise TypeError("requests must be binary msgpack frames, not text")
-                reply = await asyncio.to_thread(self.answer, payload)
+                reply = await asyncio.to_thread(self.answer, payload, first=first)
+                first = False
             except Exception:
                 await websocket.send(traceback.format_exc())
                 await websocket.close(1011, "Internal server error. Traceback included in previous frame.")

@@ -60,6 +60,19 @@ def summarize(
         "suites": {suite: success_rate(rs) for suite, rs in by_suite.items()},
         "errored": [r["case"] for r in done if r["outcome"] == "errored"],
         "unattempted": [c for c in selected if c not in records],
+        "clipping": clipping_totals(done),
+    }
+
+
+def clipping_totals(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Clipped action values over the run (out_of_bounds = "clip"); zeros when strict."""
+    tallies = [r.get("clipping") or {} for r in records]
+    clipped = [t for t in tallies if t.get("values")]
+    return {
+        "cases": len(clipped),
+        "chunks": sum(int(t["chunks"]) for t in clipped),
+        "values": sum(int(t["values"]) for t in clipped),
+        "max_excess": max((float(t["max_excess"]) for t in clipped), default=0.0),
     }
 
 
@@ -87,4 +100,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     ]
     lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
     lines.append(format_rate("overall", summary["overall"]))
+    clipping = summary.get("clipping") or {}
+    if clipping.get("values"):
+        lines.append(
+            f"clipped actions: {clipping['values']} value(s) in {clipping['chunks']} chunk(s) "
+            f"of {clipping['cases']} case(s) were outside [-1, 1] (largest excess "
+            f"{clipping['max_excess']:.4g}) and clipped before execution"
+        )
     return lines

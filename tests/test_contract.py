@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_libero.errors import InvalidAction
-from pytest_libero.policy.contract import validate_chunk, validate_reply
+from pytest_libero.policy.contract import clip_prefix, validate_chunk, validate_reply
 
 
 def test_valid_chunk_becomes_owned_float64() -> None:
@@ -58,3 +58,33 @@ def test_reply_forms() -> None:
         validate_reply({"action": [0.0] * 7})
     with pytest.raises(InvalidAction, match="'stop' must be a boolean"):
         validate_reply({"stop": "yes"})
+
+
+def test_clip_mode_passes_overshoots_and_clips_only_what_runs() -> None:
+    raw = np.zeros((3, 7))
+    raw[0, 6], raw[1, 0], raw[2, 3] = 1.02, -1.5, 7.0
+    with pytest.raises(InvalidAction, match="normalized range"):
+        validate_reply({"actions": raw})  # strict stays the default
+    reply = validate_reply({"actions": raw}, out_of_bounds="clip")
+    assert reply.actions is not None and np.array_equal(reply.actions, raw)  # as sent
+    executed, clipping = clip_prefix(reply.actions[:2])
+    assert clipping is not None and clipping.values == 2
+    assert clipping.max_excess == pytest.approx(0.5)
+    assert executed[0, 6] == 1.0 and executed[1, 0] == -1.0
+    assert np.array_equal(executed[:, :6][0], raw[0, :6])
+    inside, none = clip_prefix(np.full((2, 7), 1.0))
+    assert none is None and inside.max() == 1.0
+
+
+@pytest.mark.parametrize(
+    ("actions", "words"),
+    [
+        (np.full((1, 7), np.nan), "non-finite"),
+        (np.full((1, 7), np.inf), "non-finite"),
+        (np.zeros((2, 6)), "shape"),
+        (np.zeros((1, 7), dtype=np.int64), "dtype int64"),
+    ],
+)
+def test_clip_mode_still_refuses_what_is_not_an_overshoot(actions: Any, words: str) -> None:
+    with pytest.raises(InvalidAction, match=words):
+        validate_reply({"actions": actions}, out_of_bounds="clip")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted_policies import TESTS_DIR
 
 from pytest_libero.catalog import load_catalog
 
@@ -98,14 +99,16 @@ def test_collection_does_not_import_the_simulator(pytester: pytest.Pytester) -> 
     result.stdout.fnmatch_lines(["SIMULATOR-MODULES []"])
 
 
-def test_run_folder_is_never_reused_and_collect_only_writes_none(pytester: pytest.Pytester) -> None:
-    # A policy server that is never up: both cases error in a second, no simulator built.
+def test_run_folder_is_never_reused_and_collect_only_writes_none(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A policy whose episodes never start: both cases error at once, no simulator built.
+    monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR))
+    pytester.syspathinsert(TESTS_DIR)
     profile = pytester.makefile(".toml", unreachable="""
         name = "unreachable"
         [policy]
-        transport = "websocket"
-        endpoint = "ws://127.0.0.1:9"
-        wait_s = 0.2
+        factory = "scripted_policies:ResetFails"
     """)
     args = [f"--libero-profile={profile}", "--libero-run-id=fixed", "--libero-results=out"]
     assert pytester.runpytest(*args, "--collect-only").ret == 0

@@ -41,6 +41,8 @@ def test_defaults() -> None:
         (b"", b"[budget]\nreplan_interval = 0\n", "budget.replan_interval is 0; allowed: an integer >= 1"),
         (b"", b"[stop]\nconsecutive = -1\n", "stop.consecutive is -1"),
         (b"", b"[stop]\nafter = 2\n", "stop.after is not a known key"),
+        (b"", b'[action]\nout_of_bounds = "wrap"\n', "action.out_of_bounds is 'wrap'; allowed: error, clip"),
+        (b"", b"[action]\nclip = true\n", "action.clip is not a known key"),
     ],
 )
 def test_bad_keys_are_named(top: bytes, table: bytes, words: str) -> None:
@@ -75,3 +77,23 @@ def test_bad_factory_is_a_setup_error() -> None:
     replay = load_profile("replay")
     with pytest.raises(SetupError, match="actions=PATH"):
         replay.build_policy()
+
+
+def test_out_of_bounds_is_strict_unless_declared_or_overridden() -> None:
+    assert parse_profile(MINIMAL, "t.toml").out_of_bounds == "error"
+    declared = parse_profile(MINIMAL + b'[action]\nout_of_bounds = "clip"\n', "t.toml")
+    assert declared.out_of_bounds == "clip" and declared.identity()["out_of_bounds"] == "clip"
+    assert declared.with_overrides(out_of_bounds="error").out_of_bounds == "error"
+    with pytest.raises(SetupError, match="--libero-out-of-bounds='wrap'; allowed: error, clip"):
+        declared.with_overrides(out_of_bounds="wrap")
+    # openpi's checkpoints un-normalize with quantiles and overshoot a little: their
+    # profiles clip (and say why); the bridged profiles stay strict.
+    assert {n: load_profile(n).out_of_bounds for n in ("pi0", "pi05", "smolvla", "openvla-oft")} \
+        == {"pi0": "clip", "pi05": "clip", "smolvla": "error", "openvla-oft": "error"}
+
+
+def test_websocket_profiles_say_how_to_start_their_server() -> None:
+    for name in ("pi0", "pi05", "smolvla", "openvla-oft"):
+        assert "--port" in load_profile(name).start_hint or "serve_policy.py" in load_profile(name).start_hint
+    generic = parse_profile(b'name = "w"\n[policy]\ntransport = "websocket"\n', "w.toml")
+    assert "python -m pytest_libero.serve" in generic.start_hint

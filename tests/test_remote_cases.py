@@ -168,17 +168,16 @@ def test_a_failing_call_errors_one_case_and_the_next_runs(
     result.stdout.fnmatch_lines(["*1 failure, 1 errored, 0 unattempted*"])
 
 
-def test_server_that_never_comes_up_errors_each_case_quickly(pytester: pytest.Pytester) -> None:
-    profile = websocket_profile(pytester, f"ws://127.0.0.1:{free_port()}", policy="wait_s = 1.0")
+def test_server_that_never_comes_up_ends_the_session_before_any_case(pytester: pytest.Pytester) -> None:
+    endpoint = f"ws://127.0.0.1:{free_port()}"
+    profile = websocket_profile(pytester, endpoint, policy="wait_s = 1.0")
     started = time.monotonic()
     result = pytester.runpytest(f"--libero-profile={profile}", *SMALL)
-    result.assert_outcomes(errors=2)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert time.monotonic() - started < 30  # no simulator is built for an unreachable policy
-    for record in records(pytester):
-        assert record["error"]["cause"] == "server_unavailable"
-        assert "start the policy server" in record["error"]["message"]
-        assert record["identity"] == {}
-    result.stdout.fnmatch_lines(["*2 selected, 0 completed, 0 success, 0 failure, 2 errored*"])
+    result.stderr.fnmatch_lines([f"*no policy server answered at {endpoint} within 1s*"
+                                 "python -m pytest_libero.serve*"])
+    assert not (pytester.path / "libero-results").exists()
 
 
 def test_server_not_up_yet_is_waited_for(pytester: pytest.Pytester) -> None:

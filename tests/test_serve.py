@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scripted_policies import TESTS_DIR
 
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.probe import probe_server
 from pytest_libero.policy.remote import WebsocketPolicy
 from pytest_libero.policy.websocket import ServerError, WebsocketPolicyClient, check_health
 
@@ -134,6 +137,43 @@ def test_served_replay_follows_the_counters(tmp_path: Path) -> None:
         assert np.array_equal(second["actions"][0], actions[1])
         assert done["stop"] is True
         policy.close()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_every_connection_starts_a_fresh_episode_without_counters() -> None:
+    """The shipped profiles send no counters, as openpi's own client does not: the server
+    must still reset the policy for each episode (connection), and a connection that only
+    checks the server is up must not reset anything."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_libero.serve", "--policy",
+         "scripted_policies:CountsSinceReset", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
+    )
+    uri = f"ws://127.0.0.1:{port}"
+
+    def first_values(policy: WebsocketPolicy, calls: int) -> list[float]:
+        return [float(policy.infer(observation(n))["actions"][0, 0]) for n in range(calls)]
+
+    try:
+        policy = WebsocketPolicy(uri, layout=RequestLayout(), connect_timeout=5,
+                                 call_timeout=5, wait_s=20)
+        policy.reset()
+        assert first_values(policy, 3) == [0.01, 0.02, 0.03]
+        probe_server(uri, wait_s=5, connect_timeout=5)  # connects, reads metadata, leaves
+        assert first_values(policy, 1) == [0.04]  # the probe reset nothing
+        policy.reset()  # the next episode: a new connection
+        assert first_values(policy, 2) == [0.01, 0.02]
+        policy.close()
+        counted = WebsocketPolicy(uri, layout=RequestLayout(counters=True), connect_timeout=5,
+                                  call_timeout=5, wait_s=5)
+        counted.reset()
+        assert first_values(counted, 2) == [0.01, 0.02]
+        # A client that keeps its connection across episodes says so with the counters.
+        assert float(counted.infer(observation(0))["actions"][0, 0]) == 0.01
+        counted.close()
     finally:
         process.terminate()
         process.wait(10)

@@ -65,8 +65,39 @@ class Policy(Protocol):
     def close(self) -> None: ...
 
 
-def validate_reply(raw: object) -> Reply:
-    """Check a reply against P6 and return it as float64 actions; never coerce silently."""
+OUT_OF_BOUNDS_MODES = ("error", "clip")
+"""What an action outside the normalized range does: errors the case (the strict
+default) or is clipped to it before execution, each clip recorded."""
+
+
+@dataclass(frozen=True)
+class Clipping:
+    """How far a chunk's executed prefix left [-1, 1] before it was clipped."""
+
+    values: int
+    max_excess: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"values": self.values, "max_excess": self.max_excess}
+
+
+def clip_prefix(prefix: np.ndarray) -> tuple[np.ndarray, Clipping | None]:
+    """The prefix clipped to [-1, 1] as robosuite's controllers would clip it, and what
+    was clipped (None when nothing was out of range)."""
+    excess = np.maximum(prefix - ACTION_HIGH, ACTION_LOW - prefix)
+    count = int(np.count_nonzero(excess > 0))
+    if count == 0:
+        return prefix, None
+    clipped = np.clip(prefix, ACTION_LOW, ACTION_HIGH)
+    return clipped, Clipping(values=count, max_excess=float(excess.max()))
+
+
+def validate_reply(raw: object, out_of_bounds: str = "error") -> Reply:
+    """Check a reply against P6 and return it as float64 actions; never coerce silently.
+
+    With ``out_of_bounds="clip"`` values outside [-1, 1] pass here; the episode clips
+    the prefix it executes (:func:`clip_prefix`). NaN, inf, shape and dtype always error.
+    """
     if not isinstance(raw, Mapping):
         raise InvalidAction(
             f"the policy replied with a {type(raw).__name__}, not a map; "
@@ -83,11 +114,15 @@ def validate_reply(raw: object) -> Reply:
             f"the reply has no 'actions' (keys: {sorted(map(str, raw))}); "
             "send {'actions': (H, 7)} or {'stop': true}"
         )
-    return Reply(actions=validate_chunk(raw["actions"]), stop=bool(stop), extras=extras)
+    actions = validate_chunk(raw["actions"], bounded=out_of_bounds == "error")
+    return Reply(actions=actions, stop=bool(stop), extras=extras)
 
 
-def validate_chunk(actions: object) -> np.ndarray:
-    """Return the chunk as a (H, 7) float64 array, or raise InvalidAction saying why."""
+def validate_chunk(actions: object, *, bounded: bool = True) -> np.ndarray:
+    """Return the chunk as a (H, 7) float64 array, or raise InvalidAction saying why.
+
+    ``bounded=False`` leaves the range check to the caller (clip mode).
+    """
     if isinstance(actions, np.ndarray):
         array = actions
     elif isinstance(actions, (list, tuple)):
@@ -119,10 +154,12 @@ def validate_chunk(actions: object) -> np.ndarray:
             f"'actions' holds a non-finite value {array[tuple(bad)]} at {tuple(int(i) for i in bad)}"
         )
     low, high = float(array.min()), float(array.max())
-    if low < ACTION_LOW or high > ACTION_HIGH:
+    if bounded and (low < ACTION_LOW or high > ACTION_HIGH):
         raise InvalidAction(
             f"'actions' leaves the normalized range [{ACTION_LOW:g}, {ACTION_HIGH:g}] "
             f"(min {low:.6g}, max {high:.6g}); scale to the OSC_POSE contract "
-            "(+-1 = 0.05 m, 0.5 rad; gripper -1 open, +1 close)"
+            "(+-1 = 0.05 m, 0.5 rad; gripper -1 open, +1 close), or let the profile "
+            "clip small overshoots ([action] out_of_bounds = \"clip\", or "
+            "--libero-out-of-bounds=clip)"
         )
     return np.array(array, dtype=np.float64, order="C")

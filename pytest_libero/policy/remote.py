@@ -1,9 +1,9 @@
 """A policy behind an openpi-compatible websocket server, seen through the contract.
 
-The connection is opened lazily at the first episode (after GET /healthz), so a
-server the plugin launches has time to come up. A call that fails closes the socket
-(the client never reuses it); the next episode reconnects, so one bad call costs one
-case, never the run.
+The connection is opened at the start of each episode (the first one after GET
+/healthz), so a server the plugin launches has time to come up. A call that fails
+closes the socket (the client never reuses it) and errors its case; the next episode
+connects afresh, so one bad call costs one case, never the run.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ from typing import Any
 
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.websocket import (
-    RETRY_SLEEP_S,
-    ServerUnavailable,
-    WebsocketPolicyClient,
-    check_health,
-)
+from pytest_libero.policy.probe import wait_for_health
+from pytest_libero.policy.websocket import WebsocketPolicyClient
 
 
 class WebsocketPolicy:
-    """Implements the Policy protocol over :class:`WebsocketPolicyClient`."""
+    """Implements the Policy protocol over :class:`WebsocketPolicyClient`.
+
+    Each episode gets its own connection: the server resets its policy when a
+    connection opens, so a connection is the episode boundary whatever the request
+    layout sends (see serve.py).
+    """
 
     def __init__(
         self,
@@ -44,32 +45,17 @@ class WebsocketPolicy:
         self.connections = 0
 
     def reset(self) -> None:
-        """Start an episode: (re)connect if the last one left no usable socket."""
-        if self.client.connected:
-            return
+        """Start an episode on a new connection, waiting up to ``wait_s`` for the server."""
+        self.client.close()
+        deadline = time.monotonic() + self.wait_s
         if self.connections == 0:
-            wait_for_health(self.endpoint, self.wait_s, self.client.connect_timeout)
-        metadata = self.client.connect(wait_s=self.wait_s)
+            wait_for_health(self.endpoint, deadline, self.client.connect_timeout)
+        metadata = self.client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
         self.metadata = {str(k): v for k, v in metadata.items()}
         self.connections += 1
 
     def infer(self, observation: Observation) -> Mapping[str, Any]:
-        if not self.client.connected:
-            self.reset()
         return self.client.infer(self.layout.encode(observation))
 
     def close(self) -> None:
         self.client.close()
-
-
-def wait_for_health(endpoint: str, wait_s: float, timeout: float) -> None:
-    """Poll GET /healthz until it answers 200 or ``wait_s`` has passed."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            check_health(endpoint, timeout=timeout)
-            return
-        except ServerUnavailable:
-            if time.monotonic() + RETRY_SLEEP_S > deadline:
-                raise
-            time.sleep(RETRY_SLEEP_S)

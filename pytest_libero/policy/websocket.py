@@ -234,8 +234,8 @@ class WebsocketPolicyClient:
         if isinstance(frame, str):
             self._drop(abort=True)
             raise ServerError(
-                f"policy server at {self.uri} sent an error instead of its metadata:\n"
-                f"{frame}",
+                f"policy server at {self.uri} sent an error instead of its metadata: "
+                f"{_last_line(frame)}\n{frame}",
                 traceback=frame,
             )
         try:
@@ -336,7 +336,8 @@ class WebsocketPolicyClient:
         if isinstance(frame, str):
             self._drop(abort=True)
             raise ServerError(
-                f"the policy server at {self.uri} raised while answering:\n{frame}",
+                f"the policy server at {self.uri} raised while answering: "
+                f"{_last_line(frame)}\n{frame}",
                 traceback=frame,
             )
         try:
@@ -370,8 +371,8 @@ class WebsocketPolicyClient:
         self._drop(abort=True)
         if isinstance(frame, str):
             raise ServerError(
-                f"the policy server at {self.uri} sent an error between requests:\n"
-                f"{frame}",
+                f"the policy server at {self.uri} sent an error between requests: "
+                f"{_last_line(frame)}\n{frame}",
                 traceback=frame,
             )
         raise ProtocolViolation(
@@ -441,6 +442,12 @@ class _SendWatchdog:
                 self._fired.set()
             if ws is not None:
                 _shutdown(ws)
+
+
+def _last_line(text: str) -> str:
+    """A traceback's last non-empty line: the exception, for a one-line cause."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(empty error frame)"
 
 
 def _shutdown(ws: ClientConnection) -> None:
