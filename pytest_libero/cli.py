@@ -1,16 +1,21 @@
 """The ``pytest-libero`` command: work on result folders outside a pytest session.
 
 ``merge`` joins shards (or the pieces of a resumed or killed run) and can gate the
-whole: a sharded run is judged once, on all its cases.
+whole: a sharded run is judged once, on all its cases. ``report`` turns an Allure
+results folder into the HTML report, grouped LIBERO -> suite -> task.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_libero import allure_config
 from pytest_libero.errors import SetupError
 from pytest_libero.gate import min_success_gate, regression_gate
 from pytest_libero.merge import merge_runs
@@ -36,7 +41,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument("--baseline", type=Path, metavar="RUN_DIR",
                        help="gate the merged run against an earlier run (exact McNemar)")
     merge.add_argument("--baseline-alpha", type=float, default=0.05)
+    report = commands.add_parser(
+        "report",
+        help="generate the Allure 3 HTML report from an --alluredir folder",
+        description="Write Allure 3's config (tree LIBERO -> suite -> task, categories for "
+        "infrastructure errors and native failures), then run Allure 3's generate with it. "
+        f"Allure 3 is ${allure_config.ALLURE_ENV}, ./node_modules/.bin/allure or an allure "
+        "3.x on PATH; without one the config is still written, the command to run is "
+        "printed, and the exit code is 1.",
+    )
+    report.add_argument("results", type=Path, metavar="ALLURE_RESULTS_DIR")
+    report.add_argument("-o", "--output", type=Path, default=Path("allure-report"),
+                        metavar="REPORT_DIR", help="where the report goes (default: allure-report)")
+    report.add_argument("--config", type=Path, default=Path(allure_config.CONFIG_NAME),
+                        help=f"the Allure 3 config to write (default: {allure_config.CONFIG_NAME})")
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return _report(parser, args)
+    return _merge(parser, args)
+
+
+def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())
@@ -55,6 +80,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(verdict.lines))
     print(f"merged: {merged}")
     return 0 if all(v.passed for v in verdicts) else 1
+
+
+def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    results: Path = args.results
+    output: Path = args.output
+    try:
+        allure_config.check_results(results)
+        config = allure_config.write_config(args.config)
+        allure = allure_config.find_allure(os.environ, Path.cwd())
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero report: {exc}\n")
+    print(f"Allure 3 config: {config}")
+    if allure is None:
+        print(allure_config.not_found_message(config, results, output))
+        return 1
+    command = allure_config.generate_command(allure, config, results, output)
+    print(f"running: {shlex.join(command)}", flush=True)
+    if subprocess.run(command).returncode != 0:
+        parser.exit(1, "pytest-libero report: Allure 3's generate failed (its output is above)\n")
+    print(f"report: {output}\nopen it with: {shlex.join([*allure, 'open', str(output)])}")
+    return 0
 
 
 if __name__ == "__main__":

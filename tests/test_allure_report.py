@@ -5,8 +5,10 @@ process-global plugin manager holds only that run's listener) with ``--alluredir
 then reads the *-result.json files it wrote. Records are synthetic but shaped like
 ``case.run_case``'s; the fixture that reports them stands in for ``libero_case``.
 
-The ``report`` test renders the results with Allure 3 and opens the case page in
-headless Chromium; it skips unless both are installed (see ``_allure3``).
+The ``report`` tests render the results as a user does, with ``pytest-libero report``
+(which runs Allure 3), and read the report in headless Chromium: the tree LIBERO ->
+suite -> task, the categories, the case page's video. They skip unless both are
+installed (see ``_allure3``).
 """
 
 from __future__ import annotations
@@ -31,15 +33,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("allure_pytest", reason="allure-pytest (the [test] extra) is not installed")
-
-from pytest_libero.allure_report import (  # noqa: E402
+from pytest_libero.allure_config import ALLURE_ENV
+from pytest_libero.allure_report import (
     ENVIRONMENT_STEP,
     ERROR_ATTACHMENT,
     RECORD_ATTACHMENT,
     VIDEO_ATTACHMENT,
     write_environment,
 )
+from pytest_libero.catalog import load_catalog
 
 VIDEO = "evidence/episode.mp4"
 STARTED = round(time.time() - 30, 3)  # an episode that began 30 s ago
@@ -116,7 +118,13 @@ def _errored(case: str, *, in_setup: bool) -> dict[str, Any]:
 
 
 RECORDS = {
-    "libero_10-0": _record("libero_10-0", "success"),
+    "libero_10-0": _record(
+        "libero_10-0", "success",
+        chunks=[{"call": 1, "horizon": 10, "executed": 5, "stop": False,
+                 "clipped": {"values": 2, "max_excess": 0.02}},
+                {"call": 2, "horizon": 10, "executed": 3, "stop": False}],
+        clipping={"mode": "clip", "chunks": 1, "values": 2, "max_excess": 0.02},
+    ),
     "libero_10-1": _record("libero_10-1", "failure"),
     "libero_10-2": _errored("libero_10-2", in_setup=False),
     "libero_10-3": _errored("libero_10-3", in_setup=True),
@@ -294,6 +302,15 @@ def test_title_description_labels(allure_run: tuple[pytest.RunResult, Path]) -> 
     )
 
 
+def test_clipped_actions_are_shown(allure_run: tuple[pytest.RunResult, Path]) -> None:
+    results = _results(allure_run[1])
+    clipped = results["libero_10-0"]
+    assert "| out-of-bounds actions | clipped: 2 value(s) in 1 chunk(s), largest excess 0.02 |" \
+        in clipped["description"]
+    assert clipped["steps"][1]["name"] == "policy call 1: 10 actions, 5 executed, 2 value(s) clipped"
+    assert "| out-of-bounds actions | errors (strict) |" in results["libero_10-1"]["description"]
+
+
 def test_parameters_keep_history_per_case(allure_run: tuple[pytest.RunResult, Path]) -> None:
     results = _results(allure_run[1])
     params = {p["name"]: p for p in results["libero_10-0"]["parameters"]}
@@ -434,8 +451,8 @@ def test_inactive_without_alluredir(pytester: pytest.Pytester, mp4: Path) -> Non
 
 
 def _allure3() -> str | None:
-    """Allure 3's CLI: $PYTEST_LIBERO_ALLURE3, an `allure` 3.x on PATH, or CI's install."""
-    candidates = [os.environ.get("PYTEST_LIBERO_ALLURE3"), shutil.which("allure"),
+    """Allure 3's CLI: $PYTEST_LIBERO_ALLURE, an `allure` 3.x on PATH, or CI's install."""
+    candidates = [os.environ.get(ALLURE_ENV), shutil.which("allure"),
                   str(ALLURE3_DEFAULT)]
     for candidate in candidates:
         if not candidate or not Path(candidate).is_file():
@@ -508,8 +525,9 @@ class _DevTools:
 
     def goto(self, url: str) -> None:
         self.send("Page.enable")
-        self.send("Page.navigate", url=url)
-        self.wait_event("Page.loadEventFired")
+        # A new document fires a load event; a change of #fragment (the app's routing) does not.
+        if "loaderId" in self.send("Page.navigate", url=url):
+            self.wait_event("Page.loadEventFired")
 
     def evaluate(self, script: str) -> Any:
         reply = self.send("Runtime.evaluate", expression=script, awaitPromise=True,
@@ -587,33 +605,84 @@ def report_tools() -> tuple[str, str]:
     allure3, chromium = _allure3(), _chromium()
     if allure3 is None:
         pytest.skip("no Allure 3 CLI: npm install --prefix /tmp/pytest-libero-tools/allure3 "
-                    "allure@3.18.0 (or set PYTEST_LIBERO_ALLURE3)")
+                    f"allure@3.18.0 (or set {ALLURE_ENV})")
     if chromium is None:
         pytest.skip("no chromium: apt-get install -y chromium")
     return allure3, chromium
+
+
+# The Results tab as a person reads it, each case under its groups; then the
+# Categories tab, each category with its count (collapsed, so no case is listed).
+READ_TREE_AND_CATEGORIES = """(async () => {
+  const sleep = ms => new Promise(done => setTimeout(done, ms));
+  const until = async (probe, ms = 30000) => {
+    for (const end = Date.now() + ms; Date.now() < end; await sleep(100)) {
+      const value = probe(); if (value) return value;
+    }
+    return null;
+  };
+  const id = name => `[data-testid="${name}"]`;
+  const all = name => [...document.querySelectorAll(id(name))];
+  const leaves = await until(() => all("tree-leaf").length && all("tree-leaf"));
+  if (!leaves) return {error: "no test in the tree", text: document.body.innerText};
+  const path = leaf => {
+    const names = [leaf.querySelector(id("tree-leaf-title")).textContent];
+    for (let box = leaf.closest(id("tree-content")); box;
+         box = box.parentElement.closest(id("tree-content"))) {
+      const section = box.previousElementSibling;
+      if (section?.matches(id("tree-section"))) {
+        names.unshift(section.querySelector(id("tree-section-title")).textContent);
+      }
+    }
+    return names;
+  };
+  const tree = leaves.map(path);
+  document.querySelector(id("nav-tab-categories")).click();
+  const sections = await until(() => location.hash === "#categories" &&
+    !all("tree-leaf").length && all("tree-section").length && all("tree-section"));
+  const categories = (sections || []).map(
+    section => section.innerText.split("\\n").map(text => text.trim()).filter(Boolean));
+  return {tree, categories};
+})()"""
+
+
+def _report(allure3: str, alluredir: Path, cwd: Path) -> tuple[Path, dict[str, str]]:
+    """``pytest-libero report`` as a user runs it; the report and its case ids by case."""
+    report = cwd / "report"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_libero.cli", "report", str(alluredir), "-o", str(report)],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+        env={**os.environ, ALLURE_ENV: allure3},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"report: {report}" in done.stdout
+    # The app routes a test result's page as #<its id in the generated report>.
+    ids = {entry["name"].split(":")[0]: key
+           for key, entry in json.loads((report / "test-results.json").read_text())["byId"].items()}
+    return report, ids
 
 
 @pytest.mark.report
 def test_report_shows_video(
     report_tools: tuple[str, str], allure_run: tuple[pytest.RunResult, Path], tmp_path: Path
 ) -> None:
-    """Allure 3's page for a case plays the episode's MP4 in a <video> element."""
+    """The report groups LIBERO -> suite -> task, has our categories, plays the MP4."""
     allure3, chromium = report_tools
-    report = tmp_path / "report"
-    generated = subprocess.run(
-        [allure3, "generate", str(allure_run[1]), "-o", str(report)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )
-    assert generated.returncode == 0, generated.stdout + generated.stderr
-    # The app routes a test result's page as #<its id in the generated report>.
-    ids = {entry["name"].split(":")[0]: key
-           for key, entry in json.loads((report / "test-results.json").read_text())["byId"].items()}
+    report, ids = _report(allure3, allure_run[1], tmp_path)
     with _serve(report) as base, _chromium_page(chromium, tmp_path / "chromium") as page:
+        page.goto(f"{base}/")
+        shown = page.evaluate(READ_TREE_AND_CATEGORIES)
         page.goto(f"{base}/#{ids['libero_10-0']}")
         seen = page.evaluate(OPEN_VIDEO % {"name": json.dumps(VIDEO_ATTACHMENT)})
         png = base64.b64decode(page.send("Page.captureScreenshot", format="png")["data"])
     shot = Path(os.environ.get("PYTEST_LIBERO_SCREENSHOT", tmp_path / "case-page.png"))
     shot.write_bytes(png)
+    assert "error" not in shown, shown
+    task = "KITCHEN_SCENE3_turn_on_the_stove_and_put_the_moka_pot_on_it"
+    title = "turn on the stove and put the moka pot on it"
+    assert sorted(shown["tree"]) == [["LIBERO", "libero_10", task, f"{case}: {title}"]
+                                     for case in sorted(RECORDS)]
+    assert shown["categories"] == [["Infrastructure errors", "2"], ["Native failures", "1"]]
     assert "error" not in seen, seen
     assert seen["title"] == "libero_10-0: turn on the stove and put the moka pot on it"
     assert seen["html"] and seen["src"].startswith(f"blob:{base}/")  # fetched, then played
@@ -628,26 +697,28 @@ def test_report_shows_video(
 def test_real_run_report_plays_the_episode_video(
     report_tools: tuple[str, str], pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    """The whole path: a real LIBERO case through the plugin, Allure 3, a browser."""
+    """The whole path: a real LIBERO case, ``pytest-libero report``, a browser."""
     allure3, chromium = report_tools
     alluredir = pytester.path / "allure-results"
     result = pytester.runpytest_subprocess(
-        "--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_object",
+        "--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_10",
         "--libero-task-ids=0", "--libero-budget-mode=decisions", "--libero-max-policy-calls=2",
-        "--libero-replan-interval=3", f"--alluredir={alluredir}",
+        "--libero-replan-interval=1", f"--alluredir={alluredir}",
     )
     result.assert_outcomes(failed=1)
     assert "protocol_identity=libero-protocol-v1:" in (alluredir / "environment.properties").read_text()
-    report = tmp_path / "report"
-    generated = subprocess.run([allure3, "generate", str(alluredir), "-o", str(report)],
-                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert generated.returncode == 0, generated.stdout + generated.stderr
-    ids = {entry["name"].split(":")[0]: key
-           for key, entry in json.loads((report / "test-results.json").read_text())["byId"].items()}
+    report, ids = _report(allure3, alluredir, tmp_path)
     with _serve(report) as base, _chromium_page(chromium, tmp_path / "chromium") as page:
-        page.goto(f"{base}/#{ids['libero_object-00']}")
+        page.goto(f"{base}/")
+        shown = page.evaluate(READ_TREE_AND_CATEGORIES)
+        page.goto(f"{base}/#{ids['libero_10-00']}")
         seen = page.evaluate(OPEN_VIDEO % {"name": json.dumps(VIDEO_ATTACHMENT)})
+    entry = load_catalog().suite_entries("libero_10")[0]
+    assert shown.get("tree") == [
+        ["LIBERO", "libero_10", entry.name, f"libero_10-00: {entry.language}"]
+    ], shown
+    assert shown["categories"] == [["Native failures", "1"]]  # a zero policy fails natively
     assert "error" not in seen, seen
-    assert seen["title"].startswith("libero_object-00: pick up the alphabet soup")
+    assert seen["title"] == f"libero_10-00: {entry.language}"
     assert seen["readyState"] >= 2 and (seen["width"], seen["height"]) == (256, 256), seen
-    assert seen["duration"] == pytest.approx(7 / 20, abs=0.1)  # 1 + 6 frames at 20 fps
+    assert seen["duration"] == pytest.approx(3 / 20, abs=0.1)  # 1 + 2 frames at 20 fps

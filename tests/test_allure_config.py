@@ -1,0 +1,172 @@
+"""``pytest-libero report``'s Allure 3 config, and the command's answers to bad input.
+
+Fast: no report is rendered here (tests/test_allure_report.py does that in a browser).
+The results folder is a real one, written by allure-pytest for a one-line test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_libero.allure_config import (
+    ALLURE_ENV,
+    CONFIG_NAME,
+    HEADER,
+    allure3_config,
+    check_results,
+    find_allure,
+    write_config,
+)
+from pytest_libero.allure_report import CATEGORIES
+from pytest_libero.errors import SetupError
+
+# Where CI's npm install puts Allure 3 (.ci/run).
+CI_NODE_MODULES = Path("/tmp/pytest-libero-tools/allure3/node_modules")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An allure-pytest results folder with one passed test."""
+    root = tmp_path_factory.mktemp("results")
+    (root / "test_one.py").write_text("def test_one():\n    pass\n")
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
+         f"--alluredir={root / 'allure-results'}", str(root / "test_one.py")],
+        cwd=root, check=True, capture_output=True, timeout=120,
+    )
+    return root / "allure-results"
+
+
+def report(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it, with no Allure 3 to be found unless env names one."""
+    empty = cwd / "empty-path"
+    empty.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_libero.cli", "report", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=120, env={"PATH": str(empty), **env},
+    )
+
+
+def loaded(path: Path) -> object:
+    """The config as Allure 3 gets it: the module's default export."""
+    text = path.read_text()
+    assert text.startswith(HEADER)
+    body = text[len(HEADER):].strip()
+    assert body.startswith("export default ") and body.endswith(";")
+    return json.loads(body[len("export default "):-1])
+
+
+def test_config_groups_by_suite_labels_and_carries_the_categories(tmp_path: Path) -> None:
+    config = allure3_config()
+    assert config["plugins"] == {
+        "awesome": {"options": {"groupBy": ["parentSuite", "suite", "subSuite"]}}
+    }
+    # The same two categories as the Allure 2 categories.json.
+    assert [(rule["name"], rule["matchers"]["statuses"]) for rule in config["categories"]["rules"]] \
+        == [(c["name"], c["matchedStatuses"]) for c in CATEGORIES] \
+        == [("Infrastructure errors", ["broken"]), ("Native failures", ["failed"])]
+    assert loaded(write_config(tmp_path / "sub" / CONFIG_NAME)) == config
+
+
+def test_config_imports_as_an_es_module(tmp_path: Path) -> None:
+    """Node itself loads the file, as Allure 3 does (a dynamic import of its default)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node: apt-get install -y nodejs")
+    path = write_config(tmp_path / CONFIG_NAME)
+    script = "import(process.argv[1]).then(m => console.log(JSON.stringify(m.default)))"
+    done = subprocess.run([node, "-e", script, path.as_uri()], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert json.loads(done.stdout) == allure3_config()
+
+
+def test_config_rewrites_its_own_file_and_keeps_a_users(tmp_path: Path) -> None:
+    path = tmp_path / CONFIG_NAME
+    path.write_text(HEADER + "export default {};\n")
+    assert loaded(write_config(path)) == allure3_config()
+    theirs = 'export default { name: "mine" };\n'
+    path.write_text(theirs)
+    with pytest.raises(SetupError, match="was not written by pytest-libero; it is left as it is: pass --config"):
+        write_config(path)
+    assert path.read_text() == theirs
+    with pytest.raises(SetupError, match="is a folder"):
+        write_config(tmp_path)
+
+
+def test_check_results(tmp_path: Path, results: Path) -> None:
+    check_results(results)
+    with pytest.raises(SetupError, match="is not a folder.*--alluredir="):
+        check_results(tmp_path / "missing")
+    with pytest.raises(SetupError, match=r"not an Allure results folder .*-result\.json.*--alluredir"):
+        check_results(tmp_path)
+
+
+def test_find_allure_refuses_what_is_not_allure_3(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match=f"{ALLURE_ENV}=.*is not Allure 3 .*Python 3"):
+        find_allure({ALLURE_ENV: sys.executable, "PATH": ""}, tmp_path)
+    with pytest.raises(SetupError, match="no such file"):
+        find_allure({ALLURE_ENV: str(tmp_path / "allure"), "PATH": ""}, tmp_path)
+    script = tmp_path / "cli.js"
+    script.write_text("")
+    with pytest.raises(SetupError, match="node is not on PATH"):
+        find_allure({ALLURE_ENV: str(script), "PATH": str(tmp_path)}, tmp_path)
+    assert find_allure({"PATH": str(tmp_path)}, tmp_path) is None
+
+
+def test_find_allure_takes_a_local_npm_install_and_skips_other_allures(tmp_path: Path) -> None:
+    node = shutil.which("node")
+    if node is None or not (CI_NODE_MODULES / ".bin" / "allure").is_file():
+        pytest.skip("no Allure 3: npm install --prefix /tmp/pytest-libero-tools/allure3 allure@3.18.0")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "allure").symlink_to(sys.executable)  # an `allure` on PATH that is not 3.x
+    search_path = f"{bin_dir}:{Path(node).parent}"
+    assert find_allure({"PATH": search_path}, tmp_path) is None
+    (tmp_path / "node_modules").symlink_to(CI_NODE_MODULES)  # `npm install allure` here
+    local = tmp_path / "node_modules" / ".bin" / "allure"
+    assert find_allure({"PATH": search_path}, tmp_path) == [str(local)]
+    entry = CI_NODE_MODULES / "allure" / "cli.js"
+    assert find_allure({ALLURE_ENV: str(entry), "PATH": search_path}, tmp_path) == [
+        str(Path(node).parent / "node"), str(entry)
+    ]
+
+
+def test_report_refuses_a_folder_without_results(tmp_path: Path) -> None:
+    for folder in ("missing", "."):
+        done = report(tmp_path, folder)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"pytest-libero report: {folder} ")
+        assert f"run pytest with --alluredir={folder} first" in done.stderr
+    assert not (tmp_path / CONFIG_NAME).exists()  # nothing written for bad input
+
+
+def test_report_refuses_to_overwrite_a_users_config(tmp_path: Path, results: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text("export default {};\n")
+    done = report(tmp_path, str(results))
+    assert done.returncode == 2
+    assert f"{CONFIG_NAME} exists and was not written by pytest-libero" in done.stderr
+
+
+def test_report_refuses_a_wrong_allure(tmp_path: Path, results: Path) -> None:
+    done = report(tmp_path, str(results), **{ALLURE_ENV: sys.executable})
+    assert done.returncode == 2
+    assert f"{ALLURE_ENV}={sys.executable} is not Allure 3" in done.stderr
+
+
+def test_report_without_allure_writes_the_config_and_says_what_to_run(
+    tmp_path: Path, results: Path
+) -> None:
+    done = report(tmp_path, str(results), "-o", "out")
+    assert done.returncode == 1, done.stderr
+    assert loaded(tmp_path / CONFIG_NAME) == allure3_config()
+    assert "Allure 3 was not found, so no report was generated." in done.stdout
+    assert "npm install allure@3.18.0" in done.stdout
+    assert (f"npx --yes allure@3.18.0 generate --config {CONFIG_NAME} {results} -o out"
+            in done.stdout)
+    assert not (tmp_path / "out").exists()
