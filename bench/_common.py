@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import logging
 import math
 import os
 import platform
@@ -29,15 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-SETTLE_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-
-
 def prepare_simulator() -> None:
-    """Headless rendering and a quiet robosuite, as the plugin does."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    if os.environ["MUJOCO_GL"] == "egl":
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    """Headless rendering and a quiet robosuite, exactly as the plugin's adapter does."""
+    from pytest_libero.adapters.libero import prepare_simulator_environment
+
+    prepare_simulator_environment()
     warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 
@@ -53,7 +48,7 @@ def machine_note() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"{now}; {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}); "
         f"Python {platform.python_version()}; MUJOCO_GL={os.environ.get('MUJOCO_GL', '-')}; "
@@ -171,7 +166,7 @@ def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
 
 
 def entry(suite: str, index: int) -> Any:
-    from pytest_libero.catalog import load_catalog
+    from pytest_libero.catalog.entries import load_catalog
 
     for candidate in load_catalog().entries:
         if candidate.suite == suite and candidate.index == index:
@@ -181,7 +176,7 @@ def entry(suite: str, index: int) -> Any:
 
 def websocket_profile(endpoint: str, folder: Path) -> Any:
     """A websocket profile (default openpi LIBERO request keys) pointing at ``endpoint``."""
-    from pytest_libero.profiles import load_profile
+    from pytest_libero.config.profiles import load_profile
 
     path = Path(folder) / "bench-websocket.toml"
     path.write_text(
@@ -202,7 +197,7 @@ def websocket_profile(endpoint: str, folder: Path) -> Any:
 
 
 def inprocess_zero_profile(chunk: int) -> Any:
-    from pytest_libero.profiles import load_profile
+    from pytest_libero.config.profiles import load_profile
 
     return load_profile("zero").with_overrides(options={"chunk": chunk})
 
@@ -212,28 +207,31 @@ def plan_for(profile: Any, case: Any, controls: int, replan_interval: int, *,
     """A decisions-budget plan for one entry: ceil(controls / K) calls of K controls.
 
     ``render`` / ``video_stride``: the plugin's --libero-render / --libero-video-stride
-    (None: the plugin's defaults; ignored by a plugin version without them).
+    (None: the plugin's defaults).
     """
-    import inspect
+    from pytest_libero.catalog.selection import SelectionRequest
+    from pytest_libero.config.options import DEFAULTS
+    from pytest_libero.config.plan import make_plan
 
-    from pytest_libero.catalog import SelectionRequest
-    from pytest_libero.plan import make_plan
-
-    calls = math.ceil(controls / replan_interval)
-    extra: dict[str, Any] = {}
-    accepted = inspect.signature(make_plan).parameters
-    if render is not None and "render" in accepted:
-        extra["render"] = render
-    if video_stride is not None and "video_stride" in accepted:
-        extra["video_stride"] = video_stride
     return make_plan(
         profile,
         SelectionRequest(scope="task_coverage", suite=case.suite, task_ids=(case.index,)),
         budget_mode="decisions",
-        max_policy_calls=calls,
+        max_policy_calls=math.ceil(controls / replan_interval),
         replan_interval=replan_interval,
-        **extra,
+        adapter=str(DEFAULTS["adapter"]),
+        render=render or str(DEFAULTS["render"]),
+        video_stride=video_stride or int(DEFAULTS["video-stride"] or 1),
     )
+
+
+def watchdog_for(plan: Any) -> Any:
+    """The plugin's default watchdog for this plan (--libero-build/step-timeout unset)."""
+    from pytest_libero.config.options import DEFAULTS
+    from pytest_libero.config.plan import Watchdog
+
+    return Watchdog.for_plan(plan, build_s=float(DEFAULTS["build-timeout"] or 0),
+                             step_s=float(DEFAULTS["step-timeout"] or 0))
 
 
 def renders_text(renders: Any) -> str:
@@ -245,7 +243,7 @@ def renders_text(renders: Any) -> str:
 
 def run_plugin_case(plan: Any, case: Any, policy: Any, case_dir: Path) -> dict[str, Any]:
     """One plugin case in this process, evidence and video on; returns timings."""
-    from pytest_libero.case import run_case_with_evidence
+    from pytest_libero.episode.case import run_case_with_evidence
 
     t0 = time.perf_counter()
     record = run_case_with_evidence(plan, case, policy, case_dir)
@@ -282,32 +280,31 @@ def evidence_hashes(case_dir: Path) -> list[dict[str, str]]:
 
 
 class CameraGate:
-    """Renders a camera observable only when ``want`` is set (else a stale placeholder).
+    """The adapter's own render gates on a bare env's cameras, switched together.
 
-    The sensor keeps robosuite's own sampling schedule (the image is taken inside the
-    control's substep loop, not after it), so a gated image is bit-identical to the
-    native one when it is rendered. Re-install after every ``env.reset()``: a hard
-    reset replaces the sensors.
+    Re-install after every ``env.reset()``: a hard reset replaces the sensors.
     """
 
     def __init__(self, robosuite_env: Any, cameras: Sequence[str], size: int) -> None:
-        import numpy as np
+        from pytest_libero.adapters.libero import RenderGate
 
-        self.want = False
-        self.renders = {camera: 0 for camera in cameras}
-        placeholder = np.zeros((size, size, 3), dtype=np.uint8)
+        self.gates = {}
         for camera in cameras:
-            name = f"{camera}_image"
-            real = robosuite_env._observables[name]._sensor
+            observable = robosuite_env._observables[f"{camera}_image"]
+            self.gates[camera] = observable._sensor = RenderGate(observable._sensor, (size, size, 3))
 
-            def gated(cache: Any, real: Any = real, camera: str = camera) -> Any:
-                if self.want:
-                    self.renders[camera] += 1
-                    return real(cache)
-                return placeholder
+    @property
+    def want(self) -> bool:
+        return any(gate.wanted for gate in self.gates.values())
 
-            gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
-            robosuite_env.modify_observable(name, "sensor", gated)
+    @want.setter
+    def want(self, wanted: bool) -> None:
+        for gate in self.gates.values():
+            gate.wanted = wanted
+
+    @property
+    def renders(self) -> dict[str, int]:
+        return {camera: gate.renders for camera, gate in self.gates.items()}
 
 
 class BareEpisode:
@@ -322,8 +319,15 @@ class BareEpisode:
         import numpy as np
         from libero.libero.envs import OffScreenRenderEnv
 
-        from pytest_libero.inventory import installed_files, load_states
-        from pytest_libero.protocol import CAMERAS, IMAGE_SIZE, INIT_STATE_INDEX, SEED, SETTLE_CONTROLS
+        from pytest_libero.catalog.inventory import installed_files, load_states
+        from pytest_libero.protocol.parameters import (
+            CAMERAS,
+            IMAGE_SIZE,
+            INIT_STATE_INDEX,
+            SEED,
+            SETTLE_ACTION,
+            SETTLE_CONTROLS,
+        )
 
         self.cameras = CAMERAS
         bddl, states_file = installed_files(case.bddl_file, case.init_states_file)
@@ -361,9 +365,9 @@ def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "c
 
     The in-process zero policy by default. Returns setup/episode/whole seconds.
     """
-    from pytest_libero.identity import array_sha256
     from pytest_libero.policy.builtin import ZeroPolicy
     from pytest_libero.policy.contract import Observation, validate_reply
+    from pytest_libero.protocol.hashing import array_sha256
 
     policy = policy or ZeroPolicy(chunk=replan_interval)
     t0 = time.perf_counter()

@@ -8,11 +8,11 @@ Both variants drive the same zero policy server (``python -m pytest_libero.serve
 --policy zero`` on 127.0.0.1) for the same N controls in chunks of K, on the same task,
 interleaved (the order rotates every repeat):
 
-* ours: ``pytest_libero.case.run_case_with_evidence`` with the plugin's WebsocketPolicy,
+* ours: ``pytest_libero.episode.case.run_case_with_evidence`` with the plugin's WebsocketPolicy,
   evidence and video on (lossless observation streams, actions, episode.mp4), with the
   plugin's default rendering and video stride (``--render`` / ``--video-stride`` pass
   --libero-render / --libero-video-stride). ``--isolation process`` runs it through
-  ``pytest_libero.isolation.run_isolated`` (the plugin's default) instead of in-process.
+  ``pytest_libero.episode.isolation.run_isolated`` (the plugin's default) instead of in-process.
 * conventional: the loop public evaluators write (openpi's examples/libero/main.py):
   LIBERO's default observations (both cameras rendered after every control, the
   settling controls included), a fresh ``[::-1, ::-1]`` copy of both images every
@@ -44,9 +44,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import _common as c
+import numpy as np
 
 
 def resizer(kind: str) -> Any:
@@ -84,8 +83,8 @@ def conventional_episode(case: Any, client: Any, controls: int, replan_interval:
     import imageio
     from libero.libero.envs import OffScreenRenderEnv
 
-    from pytest_libero.inventory import installed_files, load_states
-    from pytest_libero.protocol import SEED, SETTLE_CONTROLS
+    from pytest_libero.catalog.inventory import installed_files, load_states
+    from pytest_libero.protocol.parameters import SEED, SETTLE_CONTROLS
 
     t0 = time.perf_counter()
     bddl, states_file = installed_files(case.bddl_file, case.init_states_file)
@@ -188,10 +187,10 @@ def main() -> int:
             def ours() -> dict[str, Any]:
                 case_dir = work / f"case-{next(serial)}"
                 if args.isolation == "process":
-                    from pytest_libero.isolation import Watchdog, run_isolated
+                    from pytest_libero.episode.isolation import run_isolated
 
                     t0 = time.perf_counter()
-                    record = run_isolated(plan, case, case_dir, Watchdog())
+                    record = run_isolated(plan, case, case_dir, c.watchdog_for(plan))
                     whole = time.perf_counter() - t0
                     if record["outcome"] == "errored":
                         raise RuntimeError(record["summary"])

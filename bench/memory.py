@@ -107,7 +107,7 @@ class FirstObservation:
 
 
 def run_one(case: Any, controls: int, k: int, case_dir: Path) -> dict[str, Any]:
-    from pytest_libero.case import run_case_with_evidence
+    from pytest_libero.episode.case import run_case_with_evidence
 
     plan = c.plan_for(c.inprocess_zero_profile(k), case, controls, k)
     policy = plan.profile.build_policy()
@@ -178,7 +178,7 @@ def spawn(extra: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     command = [sys.executable, __file__, *extra, "--suite", args.suite, "--task", str(args.task),
                "--replan-interval", str(args.replan_interval)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    lines = [json.loads(l[len(MARK):]) for l in done.stdout.splitlines() if l.startswith(MARK)]
+    lines = [json.loads(out[len(MARK):]) for out in done.stdout.splitlines() if out.startswith(MARK)]
     if done.returncode != 0:
         raise SystemExit(f"child {' '.join(extra)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return lines
@@ -271,9 +271,12 @@ def main() -> int:
         if len(cases) > 1:
             steps = len(cases) - 1
             print()
-            print(f"RSS growth per case after the first: {mib(last['rss_kib'] - first['rss_kib']) / steps:+.1f} MiB; "
-                  f"C heap in use {mib(last['heap_in_use_kib'] - first['heap_in_use_kib']) / steps:+.1f} MiB, "
-                  f"free but held {mib(last['heap_free_held_kib'] - first['heap_free_held_kib']) / steps:+.1f} MiB")
+            def per_case(key: str) -> float:
+                return mib(last[key] - first[key]) / steps
+
+            print(f"RSS growth per case after the first: {per_case('rss_kib'):+.1f} MiB; "
+                  f"C heap in use {per_case('heap_in_use_kib'):+.1f} MiB, "
+                  f"free but held {per_case('heap_free_held_kib'):+.1f} MiB")
     return 0
 
 

@@ -6,7 +6,7 @@
 
 Variants, interleaved (the order rotates every repeat), each on a fresh env:
 
-* plugin: ``pytest_libero.case.run_case_with_evidence`` in this process with a
+* plugin: ``pytest_libero.episode.case.run_case_with_evidence`` in this process with a
   WebsocketPolicy against ``python -m pytest_libero.serve --policy zero`` on
   127.0.0.1, evidence and video on, the plugin's default rendering and video stride
   (or --render / --video-stride): one case inside a pytest worker run with
@@ -24,7 +24,7 @@ With --breakdown, more variants show where the difference goes:
 * plugin-inproc: the plugin case with the in-process zero policy (no socket).
 * plugin-noevidence: ``run_case`` over the websocket without evidence or video.
 * plugin-isolated: the plugin's default --libero-isolation=process: the case in a
-  fresh forkserver child (``pytest_libero.isolation.run_isolated``).
+  fresh forkserver child (``pytest_libero.episode.isolation.run_isolated``).
 
 "episode" is the control loop alone (the plugin's own ``timings.episode_s``); "whole"
 is the case end to end, env build, settling, evidence finishing and close included.
@@ -64,7 +64,7 @@ def main() -> int:
     c.prepare_simulator()
     from libero.libero.envs import OffScreenRenderEnv  # noqa: F401  (import cost out of the timings)
 
-    from pytest_libero.case import run_case
+    from pytest_libero.episode.case import run_case
     from pytest_libero.policy.remote import WebsocketPolicy
 
     case = c.entry(args.suite, args.task)
@@ -108,11 +108,11 @@ def main() -> int:
                 return {"whole_s": time.perf_counter() - t0, **c.record_figures(record)}
 
             def isolated() -> dict[str, Any]:
-                from pytest_libero.isolation import Watchdog, run_isolated
+                from pytest_libero.episode.isolation import run_isolated
 
                 case_dir = work / f"case-{next(serial)}"
                 t0 = time.perf_counter()
-                record = run_isolated(ws_plan, case, case_dir, Watchdog())
+                record = run_isolated(ws_plan, case, case_dir, c.watchdog_for(ws_plan))
                 whole = time.perf_counter() - t0
                 shutil.rmtree(case_dir, ignore_errors=True)
                 if record["outcome"] == "errored":

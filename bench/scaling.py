@@ -47,15 +47,15 @@ def run_pytest(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         lines = []
         for path in results.rglob("results.jsonl"):
-            lines += [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+            lines += [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
         if not lines:
             raise SystemExit(f"-n {workers}: no results (exit {done.returncode}):\n"
                              f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        errored = [l for l in lines if l.get("outcome") == "errored"]
+        errored = [r for r in lines if r.get("outcome") == "errored"]
         if errored:
             raise SystemExit(f"-n {workers}: {len(errored)} case(s) errored: {errored[0].get('summary')}")
-        per_case = [sum(float(l.get("timings", {}).get(k, 0.0)) for k in ("setup_s", "episode_s"))
-                    for l in lines]
+        per_case = [sum(float(r.get("timings", {}).get(k, 0.0)) for k in ("setup_s", "episode_s"))
+                    for r in lines]
         return {"wall_s": wall, "cases": len(lines), "per_case_s": c.median(per_case),
                 "exit": done.returncode}
     finally:

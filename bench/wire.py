@@ -36,9 +36,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 import _common as c
+import numpy as np
 
 REFERENCE_SERVER = """
 import sys, time
@@ -120,7 +119,7 @@ def main() -> int:
         from openpi_client import msgpack_numpy
         from openpi_client.websocket_client_policy import WebsocketClientPolicy
     except ImportError as exc:
-        raise SystemExit(f"needs openpi-client ({exc}); see this script's docstring")
+        raise SystemExit(f"needs openpi-client ({exc}); see this script's docstring") from None
 
     layout = RequestLayout()
     observation, request = request_for(layout)

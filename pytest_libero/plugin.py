@@ -7,7 +7,6 @@ recorder. The simulator is never imported here.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -15,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.allure_report import allure_active, report_case
-from pytest_libero.case import run_case_with_evidence
-from pytest_libero.distributed import (
+from pytest_libero.adapters import load_adapter
+from pytest_libero.config import options
+from pytest_libero.config.options import build_plan, gates, isolation, option_value, watchdog
+from pytest_libero.config.plan import RunPlan
+from pytest_libero.config.workers import (
     WORKER_CASES,
     WORKER_RUN_DIR,
     XdistController,
@@ -25,19 +26,28 @@ from pytest_libero.distributed import (
     parse_gpus,
     prefer_worksteal,
 )
-from pytest_libero.errors import SetupError
-from pytest_libero.isolation import run_isolated
-from pytest_libero.merge import load_run, run_difference
-from pytest_libero.launcher import LaunchedServer
-from pytest_libero import options
-from pytest_libero.options import build_plan, gates, isolation, option_value, watchdog
-from pytest_libero.plan import RunPlan
-from pytest_libero.progress import case_progress
-from pytest_libero import progress as live_progress
+from pytest_libero.episode.case import run_case_with_evidence
+from pytest_libero.episode.isolation import run_isolated
+from pytest_libero.episode.record import (
+    RECORD_PROPERTY,
+    UNATTEMPTED_PROPERTY,
+    CaseRecord,
+    record_to_json,
+)
 from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight, server_gone
-from pytest_libero.recorder import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, Recorder, run_identity
-from pytest_libero.results import RunFolder, read_results
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.report import progress as live_progress
+from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
+from pytest_libero.report.progress import case_progress
+from pytest_libero.report.terminal import TerminalSummary
+from pytest_libero.results.folder import RunFolder, read_results
+from pytest_libero.results.merge import load_run, run_difference
+from pytest_libero.results.recorder import (
+    Recorder,
+    run_identity,
+)
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
@@ -78,8 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
         isolation(config)
         watchdog(config, plan)
         if is_controller:
-            from pytest_libero.inventory import load_inventory, verify_entries
+            from pytest_libero.catalog.inventory import load_inventory, verify_entries
 
+            load_adapter(plan.adapter)  # an adapter that cannot work is a usage error
             verify_entries([e.as_dict() for e in plan.entries], load_inventory())
             plan.profile.build_policy().close()  # a bad factory or option is a usage error
             if config.option.collectonly:
@@ -104,6 +115,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RECORDER_KEY] = recorder
     config.stash[RUN_DIR_KEY] = recorder.folder.path
     config.pluginmanager.register(recorder, "libero-recorder")
+    config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
+    config.pluginmanager.register(AllureEnvironment(recorder.folder.path / "run.json"),
+                                  "libero-allure-environment")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)
         controller = XdistController(recorder.folder.path, [e.case_id for e in plan.entries])
@@ -133,7 +147,7 @@ def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
         finished = {r["case"] for r in read_results(folder.path)}
         plan = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
         return Recorder.resume(plan, folder, gates(config))
-    root = Path(option_value(config, "results") or "libero-results")
+    root = Path(option_value(config, "results"))
     if not root.is_absolute():
         root = config.invocation_params.dir / root
     return Recorder.start(plan, root, option_value(config, "run-id"), gates(config))
@@ -193,7 +207,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 class CaseErrored(Exception):
     """Raised in setup so an errored episode is a pytest *error*, not a failure."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: CaseRecord) -> None:
         super().__init__(record["summary"])
         self.record = record
 
@@ -201,7 +215,8 @@ class CaseErrored(Exception):
         """The cause in one line; the traceback and details stay in the record."""
         cause = self.record["summary"].splitlines()[0]
         where = self.record.get("evidence_dir")
-        details = f"{where}/episode.json" if where else "results.jsonl"
+        episode = Path(where) / "episode.json" if where else None
+        details = str(episode) if episode and episode.is_file() else "the run's results.jsonl"
         return f"{self.record['case']}: {cause}\n(full error and traceback: {details})"
 
 
@@ -225,7 +240,7 @@ def libero_policy(libero_plan: RunPlan) -> Iterator[Policy]:
 @pytest.fixture
 def libero_case(
     request: pytest.FixtureRequest, libero_plan: RunPlan, libero_entry: Any
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Run the case's episode during setup; an errored episode errors the case.
 
     A served policy is probed first: if its server is gone (nothing answers within
@@ -251,7 +266,7 @@ def libero_case(
             policy = request.getfixturevalue("libero_policy")
             record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir,
                                             listener=progress)
-    request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record, default=str)))
+    request.node.user_properties.append((RECORD_PROPERTY, record_to_json(record)))
     if allure_active(request.config):
         report_case(record, case_dir)
     if record["outcome"] == "errored":

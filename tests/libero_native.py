@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_libero.protocol import SEED, SETTLE_ACTION, SETTLE_CONTROLS
+from pytest_libero.protocol.parameters import SEED, SETTLE_ACTION, SETTLE_CONTROLS
 
 
 def native_first_observation(suite: str, index: int) -> dict[str, Any]:

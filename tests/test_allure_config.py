@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.allure_config import (
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.report.allure import CATEGORIES
+from pytest_libero.report.allure_config import (
     ALLURE_ENV,
     CONFIG_NAME,
     HEADER,
@@ -23,8 +25,6 @@ from pytest_libero.allure_config import (
     find_allure,
     write_config,
 )
-from pytest_libero.allure_report import CATEGORIES
-from pytest_libero.errors import SetupError
 
 # Where CI's npm install puts Allure 3 (.ci/run).
 CI_NODE_MODULES = Path("/tmp/pytest-libero-tools/allure3/node_modules")
@@ -92,7 +92,8 @@ def test_config_rewrites_its_own_file_and_keeps_a_users(tmp_path: Path) -> None:
     assert loaded(write_config(path)) == allure3_config()
     theirs = 'export default { name: "mine" };\n'
     path.write_text(theirs)
-    with pytest.raises(SetupError, match="was not written by pytest-libero; it is left as it is: pass --config"):
+    refused = "was not written by pytest-libero; it is left as it is: pass --config"
+    with pytest.raises(SetupError, match=refused):
         write_config(path)
     assert path.read_text() == theirs
     with pytest.raises(SetupError, match="is a folder"):

@@ -33,15 +33,15 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.allure_config import ALLURE_ENV
-from pytest_libero.allure_report import (
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.report.allure import (
     ENVIRONMENT_STEP,
     ERROR_ATTACHMENT,
     RECORD_ATTACHMENT,
     VIDEO_ATTACHMENT,
     write_environment,
 )
-from pytest_libero.catalog import load_catalog
+from pytest_libero.report.allure_config import ALLURE_ENV
 
 VIDEO = "evidence/episode.mp4"
 STARTED = round(time.time() - 30, 3)  # an episode that began 30 s ago
@@ -154,7 +154,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.allure_report import allure_active, report_case, write_environment
+from pytest_libero.report.allure import allure_active, report_case, write_environment
 
 HERE = Path(__file__).parent
 RECORDS = json.loads((HERE / "records.json").read_text())

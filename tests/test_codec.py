@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openpi_reference_server import server_pack, server_unpack
 
-from pytest_libero.errors import PolicyTransportError
 from pytest_libero.policy import codec
 from pytest_libero.policy.codec import MAX_DEPTH, CodecError, pack, unpack
-from openpi_reference_server import server_pack, server_unpack
+from pytest_libero.protocol.errors import PolicyTransportError
 
 NUMERIC_DTYPES = [
     "bool",

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_libero.errors import InvalidAction
 from pytest_libero.policy.contract import clip_prefix, validate_chunk, validate_reply
+from pytest_libero.protocol.errors import InvalidAction
 
 
 def test_valid_chunk_becomes_owned_float64() -> None:

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_libero.episode import StopRule, decisions_budget, horizon_budget, run_episode
-from pytest_libero.errors import EnvironmentFault
+from pytest_libero.episode.loop import run_episode
 from pytest_libero.policy.contract import Observation
+from pytest_libero.protocol.budgets import StopRule, decisions_budget, horizon_budget
+from pytest_libero.protocol.errors import EnvironmentFault
 
 HOLD = [0, 0, 0, 0, 0, 0, -1.0]
 

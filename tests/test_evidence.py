@@ -20,19 +20,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_libero.episode import StopRule, decisions_budget, run_episode
-from pytest_libero.evidence import (
+from pytest_libero.episode.loop import run_episode
+from pytest_libero.evidence.layout import (
     ACTIONS_NAME,
     INDEX_NAME,
     VIDEO_NAME,
-    CaseEvidence,
     EvidenceError,
-    read_actions,
-    read_observations,
     stream_name,
 )
-from pytest_libero.identity import array_sha256, sha256_file
+from pytest_libero.evidence.reader import read_actions, read_observations
+from pytest_libero.evidence.writer import CaseEvidence
 from pytest_libero.policy.contract import Observation
+from pytest_libero.protocol.budgets import StopRule, decisions_budget
+from pytest_libero.protocol.hashing import array_sha256, sha256_file
 
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
@@ -151,7 +151,7 @@ def test_observations_actions_and_video_round_trip(tmp_path: Path) -> None:
     decoded = list(read_observations(tmp_path / "case"))  # verifies every hash
     assert [call for call, _, _ in decoded] == [1, 2, 3, 4, 5]
     index = [json.loads(line) for line in (tmp_path / "case" / INDEX_NAME).read_text().splitlines()]
-    for (call, images, proprio), line, seen in zip(decoded, index, policy.seen):
+    for (_, images, proprio), line, seen in zip(decoded, index, policy.seen):
         assert set(images) == set(CAMERAS)
         for camera, image in images.items():
             assert image.dtype == np.uint8 and image.shape == (256, 256, 3)
@@ -285,7 +285,7 @@ def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_proces
 
 
 def test_ffmpeg_refusing_options_reports_its_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_libero import evidence as module
+    from pytest_libero.evidence import ffmpeg as module
 
     monkeypatch.setitem(module.LOSSLESS_CODECS, "ffv1", ["-c:v", "ffv1", "-level", "3", "-slices", "7"])
     evidence = CaseEvidence(tmp_path / "case")
@@ -343,14 +343,15 @@ def test_memory_does_not_grow_with_episode_length(tmp_path: Path) -> None:
 
 @pytest.mark.simulator
 def test_real_libero_case_evidence(tmp_path: Path) -> None:
-    from pytest_libero.case import run_case
-    from pytest_libero.catalog import SelectionRequest
-    from pytest_libero.plan import make_plan
-    from pytest_libero.profiles import load_profile
+    from pytest_libero.catalog.selection import SelectionRequest
+    from pytest_libero.config.plan import make_plan
+    from pytest_libero.config.profiles import load_profile
+    from pytest_libero.episode.case import run_case
 
     profile = load_profile("zero")
     plan = make_plan(profile, SelectionRequest("task_coverage", "libero_object", (0,)),
-                     budget_mode="decisions", max_policy_calls=2, replan_interval=3)
+                     budget_mode="decisions", max_policy_calls=2, replan_interval=3,
+                     adapter="libero", render="consumed", video_stride=1)
     inner = profile.build_policy()
     delivered: list[dict[str, str]] = []
 

@@ -41,16 +41,16 @@ import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 from websockets.asyncio.server import ServerConnection
 
-from pytest_libero.catalog import load_catalog
-from pytest_libero.episode import error_record
-from pytest_libero.errors import EpisodeError
-from pytest_libero.evidence import read_actions
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.episode.loop import error_record
+from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.contract import validate_reply
 from pytest_libero.policy.websocket import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ProtocolViolation,
     WebsocketPolicyClient,
 )
+from pytest_libero.protocol.errors import EpisodeError
 
 pytest_plugins = ["pytester"]
 

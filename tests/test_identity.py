@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_libero.identity import canonical_json, protocol_identity, sha256_bytes
-from pytest_libero.protocol import protocol_parameters
+from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
+from pytest_libero.protocol.identity import protocol_identity
+from pytest_libero.protocol.parameters import protocol_parameters
 
 # Changing this value is a protocol change: say so in the commit and the changelog.
 GOLDEN = "libero-protocol-v1:3bbf69ed0165df6faf45b4123da1da75"

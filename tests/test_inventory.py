@@ -21,19 +21,39 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_libero.data import data_path
-from pytest_libero.errors import SetupError
-from pytest_libero.inventory import (
+from pytest_libero.catalog.inventory import (
     InventoryMismatch,
-    states_sha256 as array_sha256,
     installed_files,
     load_inventory,
     verify_entries,
 )
-from pytest_libero.protocol import SOURCE_PIN, SUITES
+from pytest_libero.catalog.inventory import (
+    states_sha256 as array_sha256,
+)
+from pytest_libero.data import data_path
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.parameters import SOURCE_PIN, SUITES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "upstream_inventory.json"
+# The upstream facts carried in the repository (always present), and the workspace
+# file they were taken from (present only in a development workspace).
+REFERENCE = REPO_ROOT / "catalog" / "upstream_reference.json"
+WORKSPACE_REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "upstream_inventory.json"
+REFERENCE_FIELDS = {
+    "suite",
+    "index",
+    "name",
+    "language",
+    "bddl_path",
+    "bddl_sha256",
+    "init_path",
+    "init_sha256",
+    "n_init_states",
+    "state_dim",
+    "init_dtype",
+    "states_array_sha256",
+    "state0_sha256",
+}
 EXPECTED_COUNTS = {
     "libero_spatial": 10,
     "libero_object": 10,
@@ -49,10 +69,13 @@ EXPECTED_HORIZONS = {
     "libero_10": 520,
 }
 
-needs_reference = pytest.mark.skipif(
-    not REFERENCE.is_file(),
-    reason=f"upstream reference inventory not present at {REFERENCE} (outside a dev workspace)",
-)
+
+def _reference() -> list[dict[str, Any]]:
+    """The carried reference entries; a missing file is a failure, never a skip."""
+    document: dict[str, Any] = json.loads(REFERENCE.read_text("utf-8"))
+    assert document["schema"] == "pytest-libero/upstream-reference/1"
+    entries: list[dict[str, Any]] = document["entries"]
+    return entries
 
 
 def _catalog() -> dict[str, Any]:
@@ -167,11 +190,43 @@ def test_data_files_are_canonical_json() -> None:
         assert text == json.dumps(json.loads(text), sort_keys=True, indent=1) + "\n", name
 
 
-@needs_reference
+def test_carried_reference_is_canonical_and_complete() -> None:
+    text = REFERENCE.read_text("utf-8")
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=1) + "\n"
+    document = json.loads(text)
+    assert set(document) == {"schema", "origin", "entries"}
+    assert "8f1084e" in document["origin"]
+    entries = document["entries"]
+    assert len(entries) == 130
+    for entry in entries:
+        assert set(entry) == REFERENCE_FIELDS, (entry["suite"], entry["index"])
+    # Kept in the workspace file's order (libero_10 before libero_90), one run per suite.
+    runs = [suite for suite, _ in itertools.groupby(e["suite"] for e in entries)]
+    assert sorted(runs) == sorted(EXPECTED_COUNTS)
+    for suite, count in EXPECTED_COUNTS.items():
+        indices = [e["index"] for e in entries if e["suite"] == suite]
+        assert indices == list(range(count)), suite
+
+
+def test_carried_reference_agrees_with_workspace_reference() -> None:
+    """The carried copy must not drift from the workspace file it was taken from."""
+    if not WORKSPACE_REFERENCE.is_file():
+        pytest.skip(f"no workspace reference at {WORKSPACE_REFERENCE} to compare with")
+    upstream = json.loads(WORKSPACE_REFERENCE.read_text("utf-8"))
+    carried = _reference()
+    assert [(e["suite"], e["index"]) for e in carried] == [
+        (e["suite"], e["index"]) for e in upstream
+    ]
+    for ours, theirs in zip(carried, upstream, strict=True):
+        where = f"{ours['suite']}[{ours['index']}]"
+        assert set(theirs) >= REFERENCE_FIELDS, where
+        assert ours == {field: theirs[field] for field in REFERENCE_FIELDS}, where
+
+
 def test_every_entry_matches_upstream_reference(
     catalog: dict[str, Any], inventory: dict[str, Any]
 ) -> None:
-    reference = json.loads(REFERENCE.read_text("utf-8"))
+    reference = _reference()
     by_key = {(r["suite"], r["index"]): r for r in reference}
     assert len(by_key) == len(reference) == 130
     for entry, record in zip(catalog["entries"], inventory["entries"], strict=True):
@@ -193,7 +248,6 @@ def test_every_entry_matches_upstream_reference(
         assert record["upstream_init_sha256"] == ref["init_sha256"], where
 
 
-@needs_reference
 def test_build_script_check_reports_up_to_date() -> None:
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "catalog" / "build_catalog.py"), "--check"],

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-from pytest_libero.identity import protocol_identity
+from pytest_libero.protocol.identity import protocol_identity
 
 CASES = ["libero_10-00", "libero_10-01", "libero_10-02", "libero_10-03"]
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from scripted_policies import TESTS_DIR
 
-from pytest_libero.catalog import load_catalog
+from pytest_libero.catalog.entries import load_catalog
 
 pytest_plugins = ["pytester"]
 
@@ -95,7 +95,8 @@ def test_collection_does_not_import_the_simulator(pytester: pytest.Pytester) -> 
             loaded = sorted(m for m in ("robosuite", "mujoco", "libero.libero.envs") if m in sys.modules)
             print("SIMULATOR-MODULES", loaded)
     """)
-    result = pytester.runpytest_subprocess("--libero-profile=zero", "--libero-scope=all", "--collect-only", "-q", "-s")
+    result = pytester.runpytest_subprocess("--libero-profile=zero", "--libero-scope=all",
+                                           "--collect-only", "-q", "-s")
     result.stdout.fnmatch_lines(["SIMULATOR-MODULES []"])
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.errors import SetupError
-from pytest_libero.profiles import builtin_names, load_profile, parse_profile
+from pytest_libero.config.profiles import builtin_names, load_profile, parse_profile
+from pytest_libero.protocol.errors import SetupError
 
 MINIMAL = b"""
 name = "m"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.progress import (
+from pytest_libero.report.progress import (
     SINK_KEY,
     LiveLine,
     LocalBoard,
@@ -333,7 +333,7 @@ def test_a_finished_line_has_the_case_its_first_summary_line_and_duration() -> N
 
 
 FINISHED_CONFTEST = """
-from pytest_libero.progress import FinishedLines
+from pytest_libero.report.progress import FinishedLines
 
 def pytest_configure(config):
     left_open = config.get_verbosity() >= 0
@@ -442,4 +442,5 @@ def test_quiet_on_a_terminal_gets_finished_lines_only(tmp_path: Path) -> None:
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.screen.text
     assert not run.live_lines() and not ESCAPE.search(run.raw), run.raw
     assert re.search(r"^libero_10-00 finished in \d+\.\ds: no native success: control cap reached "
-                     r"after 2 controls, 2 policy calls, 2 decisions$", run.screen.text, re.M), run.screen.text
+                     r"after 2 controls, 2 policy calls, 2 decisions$",
+                     run.screen.text, re.M), run.screen.text

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from libero_native import native_first_observation
 from openpi_reference_server import OpenpiReferenceServer
-from pytest_libero.inventory import load_inventory
-from pytest_libero.protocol import SEED
+
+from pytest_libero.catalog.inventory import load_inventory
+from pytest_libero.protocol.parameters import SEED
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]

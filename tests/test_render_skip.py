@@ -54,7 +54,7 @@ def test_each_control_samples_each_camera_exactly_once_at_a_fixed_substep() -> N
     import numpy as np
 
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.catalog import load_catalog
+    from pytest_libero.catalog.entries import load_catalog
 
     entry = load_catalog().suite_entries("libero_10")[0]
     episode = LiberoEpisode(entry, track="rgb", control_cap=300, render="consumed")

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_libero.evidence import ffmpeg_exe, read_actions, read_observations
-from pytest_libero.identity import protocol_identity
-from pytest_libero.merge import merge_runs
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
+
+from pytest_libero.evidence.ffmpeg import ffmpeg_exe
+from pytest_libero.evidence.reader import read_actions, read_observations
+from pytest_libero.protocol.identity import protocol_identity
+from pytest_libero.results.merge import merge_runs
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -66,7 +67,7 @@ def test_every_file_of_the_run_folder(pytester: pytest.Pytester) -> None:
     decoded = list(read_observations(case, verify=True))
     assert [call for call, _, _ in decoded] == [1, 2]
     index = [json.loads(line) for line in (case / "observations.jsonl").read_text().splitlines()]
-    from pytest_libero.identity import array_sha256
+    from pytest_libero.protocol.hashing import array_sha256
     for (_, images, _), line in zip(decoded, index):
         for camera, image in images.items():
             assert array_sha256(image) == line["images"][camera]["sha256"]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_libero.catalog import SelectionRequest, load_catalog, parse_shard, select, shard
-from pytest_libero.errors import SetupError
-from pytest_libero.plan import make_plan
-from pytest_libero.profiles import load_profile
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.catalog.selection import SelectionRequest, parse_shard, select, shard
+from pytest_libero.config.plan import make_plan
+from pytest_libero.config.profiles import load_profile
+from pytest_libero.protocol.errors import SetupError
 
 pytest_plugins = ["pytester"]
 
@@ -37,16 +39,20 @@ def test_shards_are_disjoint_complete_and_balanced_by_budget(count: int) -> None
         assert max(loads) / min(loads) < 1.02 and len(sizes) >= 1
 
 
+PLAN_SETTINGS: dict[str, Any] = {"adapter": "libero", "render": "consumed", "video_stride": 1}
+
+
 def test_plan_shards_use_the_budget_of_the_mode() -> None:
     profile = load_profile("zero")
-    full = make_plan(profile, SelectionRequest("all"))
-    halves = [make_plan(profile, SelectionRequest("all"), shard_of=(i, 2)) for i in (1, 2)]
+    full = make_plan(profile, SelectionRequest("all"), **PLAN_SETTINGS)
+    halves = [make_plan(profile, SelectionRequest("all"), shard_of=(i, 2), **PLAN_SETTINGS)
+              for i in (1, 2)]
     cap = {e.case_id: full.budget_for(e).control_cap for e in full.entries}
     loads = [sum(cap[e.case_id] for e in h.entries) for h in halves]
     assert abs(loads[0] - loads[1]) <= max(cap.values())
     assert sorted(e.case_id for h in halves for e in h.entries) == sorted(e.case_id for e in full.entries)
-    flat = [make_plan(profile, SelectionRequest("all"), budget_mode="decisions", shard_of=(i, 2))
-            for i in (1, 2)]
+    flat = [make_plan(profile, SelectionRequest("all"), budget_mode="decisions", shard_of=(i, 2),
+                      **PLAN_SETTINGS) for i in (1, 2)]
     assert [len(h.entries) for h in flat] == [65, 65]  # equal caps: balanced by count
     assert halves[0].as_dict()["selection_cases"] == [e.case_id for e in full.entries]
 
@@ -115,7 +121,8 @@ def test_a_crashed_workers_replacement_keeps_its_gpu(pytester: pytest.Pytester) 
 
 def test_four_gpus_with_eight_workers_share_evenly(pytester: pytest.Pytester) -> None:
     out = pytester.mkdir("out")
-    pytester.makepyfile(test_env=WORKER_TESTS.format(out=str(out), crash=False, pause=0).replace("range(6)", "range(16)"))
+    tests = WORKER_TESTS.format(out=str(out), crash=False, pause=0).replace("range(6)", "range(16)")
+    pytester.makepyfile(test_env=tests)
     result = pytester.runpytest_subprocess("--libero-gpus=0,1,2,3", "-n", "8")
     result.assert_outcomes(passed=16)
     gpus = Counter(next(iter(v))[0] for v in seen_workers(out).values())

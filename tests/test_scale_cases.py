@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_libero.merge import merge_runs
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
+
+from pytest_libero.results.merge import merge_runs
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -43,7 +43,8 @@ def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester) -> 
     serial.assert_outcomes(failed=2)
     parallel.assert_outcomes(failed=2)
     parallel.stdout.fnmatch_lines(["*2 selected, 2 completed, 0 success, 2 failure*"])
-    assert comparable(run_summary(pytester.path / "serial")) == comparable(run_summary(pytester.path / "parallel"))
+    serial, parallel_summary = (run_summary(pytester.path / mode) for mode in ("serial", "parallel"))
+    assert comparable(serial) == comparable(parallel_summary)
     by_case = {}
     for mode in ("serial", "parallel"):
         [folder] = (pytester.path / mode / "zero").iterdir()

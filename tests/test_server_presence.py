@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 from scripted_policies import TESTS_DIR
 
-from pytest_libero.catalog import SelectionRequest
-from pytest_libero.evidence import read_actions
-from pytest_libero.isolation import Watchdog, run_isolated
-from pytest_libero.plan import make_plan
+from pytest_libero.catalog.selection import SelectionRequest
+from pytest_libero.config.plan import Watchdog, make_plan
+from pytest_libero.config.profiles import parse_profile
+from pytest_libero.episode.isolation import run_isolated
+from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.probe import wait_for_health
-from pytest_libero.profiles import parse_profile
 
 pytest_plugins = ["pytester"]
 
@@ -43,7 +43,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(policy: str, *options: str, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def served(
+    policy: str, *options: str, port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m pytest_libero.serve`` with a policy from tests/scripted_policies.py."""
     port = port or free_port()
     argv = [sys.executable, "-m", "pytest_libero.serve", "--policy", policy, "--port", str(port)]
@@ -91,10 +93,12 @@ def test_no_server_is_a_usage_error_before_any_case(
 def test_a_hanging_policy_is_blamed_not_the_simulator(tmp_path: Path) -> None:
     profile = parse_profile(b'name = "hangs"\n[policy]\nfactory = "scripted_policies:HangsOnReset"\n',
                             "hangs.toml")
-    plan = make_plan(profile, SelectionRequest(scope="smoke"))
+    plan = make_plan(profile, SelectionRequest(scope="smoke"), adapter="libero", render="consumed",
+                     video_stride=1)
     started = time.monotonic()
     record = run_isolated(plan, plan.entries[0], tmp_path / "case",
-                          Watchdog(policy_connect_s=2.0, policy_name="the hanging policy"))
+                          Watchdog(build_s=600, step_s=120, policy_s=120, policy_connect_s=2.0,
+                                   policy_name="the hanging policy"))
     assert time.monotonic() - started < 30
     error = record["error"]
     assert (error["kind"], error["cause"]) == ("policy_transport", "policy_hang")

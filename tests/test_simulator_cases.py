@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from libero_native import native_first_observation
-from pytest_libero.protocol import SEED, SETTLE_CONTROLS
+
+from pytest_libero.protocol.parameters import SEED, SETTLE_CONTROLS
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -46,7 +46,8 @@ class Recording:
             "call": self.call,
             "fields": sorted(f.name for f in dataclasses.fields(obs)),
             "language": obs.language,
-            "images": {k: [list(v.shape), str(v.dtype), bool(v.flags.c_contiguous)] for k, v in obs.images.items()},
+            "images": {k: [list(v.shape), str(v.dtype), bool(v.flags.c_contiguous)]
+                       for k, v in obs.images.items()},
             "proprio": None if obs.proprio is None else obs.proprio.tolist(),
             "policy_calls": obs.policy_calls,
             "executed_controls": obs.executed_controls,

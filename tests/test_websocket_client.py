@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 
-from pytest_libero.errors import PolicyTransportError
 from pytest_libero.policy.codec import CodecError
 from pytest_libero.policy.websocket import (
     CallTimeout,
@@ -27,6 +26,7 @@ from pytest_libero.policy.websocket import (
     check_health,
     health_url,
 )
+from pytest_libero.protocol.errors import PolicyTransportError
 
 
 def free_port() -> int:
@@ -272,12 +272,11 @@ def test_text_frame_is_a_server_error_with_traceback() -> None:
 
 
 def test_text_metadata_frame_is_a_server_error() -> None:
-    with running(raw_metadata="Traceback: no model loaded") as server:
-        with client_for(server.uri) as client:
-            with pytest.raises(ServerError) as info:
-                client.connect()
-            assert info.value.traceback == "Traceback: no model loaded"
-            assert not client.connected
+    with running(raw_metadata="Traceback: no model loaded") as server, client_for(server.uri) as client:
+        with pytest.raises(ServerError) as info:
+            client.connect()
+        assert info.value.traceback == "Traceback: no model loaded"
+        assert not client.connected
 
 
 def test_non_map_metadata_is_a_protocol_violation() -> None:
@@ -287,11 +286,10 @@ def test_non_map_metadata_is_a_protocol_violation() -> None:
 
 
 def test_non_map_reply_is_a_protocol_violation() -> None:
-    with running(raw_reply=lambda i, obs: server_pack([1, 2, 3])) as server:
-        with connected(server) as client:
-            with pytest.raises(ProtocolViolation, match="not a map"):
-                client.infer({"id": 1})
-            assert not client.connected
+    with running(raw_reply=lambda i, obs: server_pack([1, 2, 3])) as server, connected(server) as client:
+        with pytest.raises(ProtocolViolation, match="not a map"):
+            client.infer({"id": 1})
+        assert not client.connected
 
 
 def test_garbage_reply_is_a_codec_error() -> None:

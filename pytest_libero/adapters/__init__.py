@@ -1,35 +1,43 @@
-"""Benchmark adapters, looked up by name; only adapters touch a simulator.
+"""Benchmark adapters, by name or ``module:factory``; only adapters touch a simulator.
 
-The registry maps a name to a factory so the simulator module is imported only when
-an adapter is actually built, never at collection or ``pytest --help``.
+The simulator module is imported only when an adapter is built, never at collection or
+``pytest --help``. ``base.py`` says what an adapter must provide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib import import_module
-from typing import Any
+from typing import Any, cast
 
-_REGISTRY: dict[str, str] = {
-    "libero": "pytest_libero.adapters.libero:LiberoBenchmarkAdapter",
-}
+from pytest_libero.adapters.base import ADAPTER_METHODS, BenchmarkAdapter, missing_members
+from pytest_libero.protocol.errors import SetupError
 
-
-def register(name: str, target: str) -> None:
-    """Register ``module:attribute`` under ``name`` (for third-party benchmarks)."""
-    _REGISTRY[name] = target
+BUILT_IN = {"libero": "pytest_libero.adapters.libero:LiberoBenchmarkAdapter"}
 
 
-def names() -> list[str]:
-    return sorted(_REGISTRY)
+def load_adapter(name: str) -> BenchmarkAdapter:
+    """Build the adapter named ``libero`` or ``module:factory``, checked against
+    :class:`~pytest_libero.adapters.base.BenchmarkAdapter`.
 
-
-def get_adapter(name: str) -> Any:
-    """Build the adapter registered under ``name``, or named as ``module:factory``."""
-    target = _REGISTRY.get(name) or (name if ":" in name else None)
+    Raises SetupError naming the adapter and what is wrong with it.
+    """
+    target = BUILT_IN.get(name) or (name if ":" in name else None)
     if target is None:
-        raise KeyError(f"no adapter named {name!r}; registered: {', '.join(names())}, "
-                       "or give module:factory")
+        raise SetupError(f"--libero-adapter={name!r}: no such adapter; give "
+                         f"{', '.join(sorted(BUILT_IN))} or module:factory")
     module, _, attribute = target.partition(":")
-    factory: Callable[[], Any] = getattr(import_module(module), attribute)
-    return factory()
+    try:
+        factory: Any = getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SetupError(f"--libero-adapter={name!r}: cannot import {target} ({exc}); give "
+                         "an importable module:factory") from exc
+    adapter = factory()
+    missing = missing_members(adapter, ADAPTER_METHODS)
+    if missing:
+        raise SetupError(
+            f"--libero-adapter={name!r}: {target}() returned a {type(adapter).__name__} "
+            f"without {', '.join(missing)}; a benchmark adapter needs open(entry, *, track, "
+            "control_cap, render, video_stride) returning an episode "
+            "(see pytest_libero/adapters/base.py)"
+        )
+    return cast(BenchmarkAdapter, adapter)

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.catalog import Entry
-from pytest_libero.errors import EnvironmentFault
-from pytest_libero.identity import sha256_file
-from pytest_libero.inventory import installed_files, load_states, states_sha256
+from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.policy.contract import Observation
-from pytest_libero.protocol import (
+from pytest_libero.protocol.errors import EnvironmentFault
+from pytest_libero.protocol.hashing import sha256_file
+from pytest_libero.protocol.parameters import (
     CAMERAS,
     IMAGE_SIZE,
     INIT_STATE_INDEX,

@@ -7,11 +7,11 @@ is a pytest failure with the reason.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from pytest_libero.episode.record import CaseRecord
 
-def test_libero_task(libero_case: dict[str, Any]) -> None:
+
+def test_libero_task(libero_case: CaseRecord) -> None:
     if libero_case["outcome"] != "success":
         pytest.fail(libero_case["summary"], pytrace=False)

@@ -6,13 +6,11 @@ importlib.resources, so they resolve the same way from a checkout, a wheel or a 
 
 from __future__ import annotations
 
-import sys
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:  # pragma: no cover - Python 3.10
-    from importlib.abc import Traversable
+CATALOG_FILE = "libero_catalog.json"
+INVENTORY_FILE = "libero_inventory.json"
 
 
 def data_path(name: str) -> Traversable:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.policy.contract import Observation, validate_chunk
-from pytest_libero.protocol import ACTION_DIM, SEED
+from pytest_libero.protocol.parameters import ACTION_DIM, SEED
 
 HOLD_OPEN = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])
 

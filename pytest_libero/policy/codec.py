@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Final
 import msgpack
 import numpy as np
 
-from pytest_libero.errors import PolicyTransportError
+from pytest_libero.protocol.errors import PolicyTransportError
 
 __all__ = ["MAX_DEPTH", "CodecError", "pack", "unpack"]
 

@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pytest_libero.errors import InvalidAction
-from pytest_libero.protocol import ACTION_DIM, ACTION_HIGH, ACTION_LOW
+from pytest_libero.protocol.errors import InvalidAction
+from pytest_libero.protocol.parameters import ACTION_DIM, ACTION_HIGH, ACTION_LOW
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 Servers differ only in key names (openpi's LIBERO example reads "observation/image",
 "observation/wrist_image", "prompt"), so a profile names the keys and nothing else
 changes. The proprio vector defaults to "observation/proprio", not openpi's
-"observation/state": that name means an end-effector state there, a different thing. Constants let a profile feed a server an input it insists on but that the
-protocol forbids us to send (an end-effector state, say): the constant is part of the
-profile, hence of the recorded model identity.
+"observation/state": that name means an end-effector state there, a different thing.
+Constants let a profile feed a server an input it insists on but that the protocol
+forbids us to send (an end-effector state, say): the constant is part of the profile,
+hence of the recorded model identity.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.policy.contract import Observation
-from pytest_libero.protocol import CAMERAS
+from pytest_libero.protocol.parameters import CAMERAS
 
 COUNTER_KEYS = ("pytest_libero/policy_calls", "pytest_libero/executed_controls")
 

@@ -10,20 +10,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from pytest_libero.errors import PolicyTransportError, SetupError
 from pytest_libero.policy.websocket import (
     RETRY_SLEEP_S,
     ServerUnavailable,
     WebsocketPolicyClient,
     check_health,
 )
+from pytest_libero.protocol.errors import PolicyTransportError, SetupError
 
-if TYPE_CHECKING:
-    from pytest_libero.profiles import Profile
 
-__all__ = ["preflight", "probe_server", "server_gone", "wait_for_health"]
+class ServedProfile(Protocol):
+    """What a probe needs to know of a profile (config.profiles.Profile has it all)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def wait_s(self) -> float: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def start_hint(self) -> str: ...
+
+__all__ = ["ServedProfile", "preflight", "probe_server", "server_gone", "wait_for_health"]
 
 
 def wait_for_health(
@@ -76,7 +90,7 @@ def probe_server(
         return client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
 
 
-def preflight(profile: Profile, on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:
+def preflight(profile: ServedProfile, on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:
     """Before any case: the profile's server answers, or the run is a usage error.
 
     Raises SetupError naming the endpoint, the profile and how to start its server.
@@ -99,7 +113,7 @@ def preflight(profile: Profile, on_wait: Callable[[ServerUnavailable], None] | N
         ) from None
 
 
-def server_gone(profile: Profile) -> str | None:
+def server_gone(profile: ServedProfile) -> str | None:
     """Before a case: None while the server answers within ``wait_s``, else why not.
 
     Only "nothing answers" counts as gone; a server that answers wrongly lets the case

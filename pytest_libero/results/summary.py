@@ -1,15 +1,16 @@
 """Run summaries from case records: outcome classes (P11) and success rates.
 
 Pure functions over plain records, shared by the live recorder, the merge command and
-the gate, so every path computes the same numbers.
-"""
+the gate, so every path computes the same numbers."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from pytest_libero.episode.record import CaseRecord
 
 COMPLETED = ("success", "failure")
 
@@ -24,7 +25,7 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def success_rate(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
     """Rate over completed episodes; errored ones are counted apart, never as failures."""
     completed = [r for r in records if r["outcome"] in COMPLETED]
     successes = sum(r["outcome"] == "success" for r in completed)
@@ -38,12 +39,12 @@ def success_rate(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarize(
-    selected: Sequence[str], records: dict[str, dict[str, Any]], **identity: Any
+    selected: Sequence[str], records: Mapping[str, CaseRecord], **identity: Any
 ) -> dict[str, Any]:
     """Counts of every outcome class and rates per suite and overall."""
     done = [records[c] for c in selected if c in records]
     outcomes = Counter(r["outcome"] for r in done)
-    by_suite: dict[str, list[dict[str, Any]]] = {}
+    by_suite: dict[str, list[CaseRecord]] = {}
     for record in done:
         by_suite.setdefault(record["entry"]["suite"], []).append(record)
     return {
@@ -64,47 +65,12 @@ def summarize(
     }
 
 
-def clipping_totals(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def clipping_totals(records: Iterable[CaseRecord]) -> dict[str, Any]:
     """Clipped action values over the run (out_of_bounds = "clip"); zeros when strict."""
-    tallies = [r.get("clipping") or {} for r in records]
-    clipped = [t for t in tallies if t.get("values")]
+    clipped = [t for r in records if (t := r.get("clipping")) and t["values"]]
     return {
         "cases": len(clipped),
-        "chunks": sum(int(t["chunks"]) for t in clipped),
-        "values": sum(int(t["values"]) for t in clipped),
-        "max_excess": max((float(t["max_excess"]) for t in clipped), default=0.0),
+        "chunks": sum(t["chunks"] for t in clipped),
+        "values": sum(t["values"] for t in clipped),
+        "max_excess": max((t["max_excess"] for t in clipped), default=0.0),
     }
-
-
-def format_rate(label: str, rate: dict[str, Any]) -> str:
-    if rate["rate"] is None:
-        return f"{label}: no completed episode"
-    low, high = rate["wilson95"]
-    return (
-        f"{label}: {rate['successes']}/{rate['completed']} = {rate['rate']:.1%} "
-        f"(95% Wilson {low:.1%}-{high:.1%})"
-    )
-
-
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """What the terminal shows: the evidence class, every count, every rate."""
-    label = (
-        " (infrastructure evidence, not a capability claim)"
-        if summary.get("evidence_class") == "infrastructure"
-        else ""
-    )
-    counts = summary["counts"]
-    lines = [
-        f"profile {summary.get('profile')}{label}",
-        ", ".join(f"{counts[k]} {k}" for k in counts),
-    ]
-    lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
-    lines.append(format_rate("overall", summary["overall"]))
-    clipping = summary.get("clipping") or {}
-    if clipping.get("values"):
-        lines.append(
-            f"clipped actions: {clipping['values']} value(s) in {clipping['chunks']} chunk(s) "
-            f"of {clipping['cases']} case(s) were outside [-1, 1] (largest excess "
-            f"{clipping['max_excess']:.4g}) and clipped before execution"
-        )
-    return lines

@@ -12,48 +12,43 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_libero.allure_report import write_environment
-from pytest_libero.identity import data_digests, protocol_identity
-from pytest_libero.plan import RunPlan
-from pytest_libero.protocol import SOURCE_PIN
-from pytest_libero.errors import SetupError
-from pytest_libero.gate import Verdict, min_success_gate, regression_gate
-from pytest_libero.results import RunFolder, new_run_id, read_results, run_folder_path, run_id_of
-from pytest_libero.summary import summarize, summary_lines
-
-RECORD_PROPERTY = "libero_record"
-UNATTEMPTED_PROPERTY = "libero_unattempted"
-"""Set on a case left unattempted because the run had to stop; holds why and how to
-finish the run."""
-
-
-@dataclass(frozen=True)
-class Gates:
-    """The operator's CI gates; both optional."""
-
-    min_success: float | None = None
-    baseline: dict[str, dict[str, Any]] | None = None
-    alpha: float = 0.05
-
-    @property
-    def active(self) -> bool:
-        return self.min_success is not None or self.baseline is not None
+from pytest_libero.config.plan import Gates, RunPlan
+from pytest_libero.episode.record import (
+    RECORD_PROPERTY,
+    RECORD_SCHEMA,
+    UNATTEMPTED_PROPERTY,
+    CaseRecord,
+    record_from_json,
+)
+from pytest_libero.protocol.identity import data_digests, protocol_identity
+from pytest_libero.protocol.parameters import SOURCE_PIN
+from pytest_libero.results.folder import (
+    RunFolder,
+    new_run_id,
+    read_results,
+    run_folder_path,
+    run_id_of,
+)
+from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
+from pytest_libero.results.summary import summarize
 
 
 class Recorder:
     """Owns the run folder for one session on the controller."""
 
-    def __init__(self, plan: RunPlan, folder: RunFolder, gates: Gates | None = None) -> None:
+    def __init__(self, plan: RunPlan, folder: RunFolder, gates: Gates) -> None:
         self.plan = plan
         self.folder = folder
-        self.gates = gates or Gates()
-        self.records: dict[str, dict[str, Any]] = {}
+        self.gates = gates
+        self.baseline = load_baseline(gates.baseline) if gates.baseline is not None else None
+        """The baseline run's records, read (and checked) before any case runs."""
+        self.records: dict[str, CaseRecord] = {}
         self.verdicts: list[Verdict] = []
         self.write_errors: list[str] = []
         self.stopped: str | None = None
@@ -68,14 +63,14 @@ class Recorder:
             self.write_errors.append(f"could not write {self.folder.path / what}: {exc}")
 
     @classmethod
-    def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates | None = None) -> Recorder:
+    def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates) -> Recorder:
         path = run_folder_path(root, plan.profile.name, run_id or new_run_id(), plan.shard)
         folder = RunFolder(path)
         folder.write_json("run.json", run_identity(plan, run_id_of(path)))
         return cls(plan, folder, gates)
 
     @classmethod
-    def resume(cls, plan: RunPlan, folder: RunFolder, gates: Gates | None = None) -> Recorder:
+    def resume(cls, plan: RunPlan, folder: RunFolder, gates: Gates) -> Recorder:
         """Continue a run in its own folder; what it finished counts, nothing reruns."""
         recorder = cls(plan, folder, gates)
         recorder.records = {r["case"]: r for r in read_results(folder.path)}
@@ -97,10 +92,10 @@ class Recorder:
             if name == UNATTEMPTED_PROPERTY and self.stopped is None:
                 self.stopped = str(value)  # the process that ran the case stops itself
             if name == RECORD_PROPERTY:
-                record = json.loads(str(value))
+                record = record_from_json(json.loads(str(value)))
                 record["nodeid"] = report.nodeid
                 self.records[record["case"]] = record
-                self._write(lambda: self.folder.append_result(record), "results.jsonl")
+                self._write(partial(self.folder.append_result, record), "results.jsonl")
 
     def summary(self) -> dict[str, Any]:
         return summarize(
@@ -116,40 +111,18 @@ class Recorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         summary = self.summary()
         summary["stopped"] = self.stopped
-        if self.stopped is not None and self.gates.active:
-            self.verdicts.append(Verdict(False, [
-                f"gates FAILED: the run is incomplete ({summary['counts']['unattempted']} "
-                f"unattempted case(s)): {self.stopped}"
-            ]))
-        if self.gates.min_success is not None:
-            self.verdicts.append(min_success_gate(summary, self.gates.min_success))
-        if self.gates.baseline is not None:
-            self.verdicts.append(regression_gate(self.gates.baseline, self.records, self.gates.alpha))
+        self.verdicts = evaluate_gates(
+            summary, self.records, min_success=self.gates.min_success,
+            baseline=self.baseline, alpha=self.gates.alpha, stopped=self.stopped,
+        )
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
         summary["write_errors"] = self.write_errors
         self._write(lambda: self.folder.write_json("summary.json", summary), "summary.json")
         self._write(self.folder.close, "results.jsonl")
-        alluredir = session.config.getoption("allure_report_dir", default=None)
-        if alluredir:
-            run = json.loads((self.folder.path / "run.json").read_text(encoding="utf-8"))
-            write_environment(Path(alluredir), run)
         if self.gates.active and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             # With a gate, the gate decides: a checkpoint below 100% still passes CI.
             passed = all(v.passed for v in self.verdicts)
             session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminalreporter.section("LIBERO")
-        for line in summary_lines(self.summary()):
-            terminalreporter.write_line(line)
-        if self.stopped is not None:
-            terminalreporter.write_line(f"run stopped: {self.stopped}", red=True)
-        for verdict in self.verdicts:
-            for line in verdict.lines:
-                terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
-        for problem in self.write_errors:
-            terminalreporter.write_line(problem, red=True)
-        terminalreporter.write_line(f"results: {self.folder.path}")
 
 
 def _set_aside(case_dir: Path) -> Path | None:
@@ -161,21 +134,6 @@ def _set_aside(case_dir: Path) -> Path | None:
         n += 1
     case_dir.rename(target)
     return target
-
-
-def load_baseline(run_dir: Path, expected: str | None = None) -> dict[str, dict[str, Any]]:
-    """Records of an earlier run, refused unless it ran the same protocol."""
-    run_json = run_dir / "run.json"
-    if not run_json.is_file():
-        raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
-    identity = json.loads(run_json.read_text())["protocol_identity"]
-    expected = expected or protocol_identity()
-    if identity != expected:
-        raise SetupError(
-            f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
-            f"{expected}; results of different protocols cannot be compared"
-        )
-    return {r["case"]: r for r in read_results(run_dir)}
 
 
 def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
@@ -195,6 +153,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "installed": installed,
         **data_digests(),
         "protocol_identity": protocol_identity(),
+        "record_schema": RECORD_SCHEMA,
         "plan": plan.as_dict(),
         "host": {
             "node": platform.node(),

@@ -16,24 +16,19 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from pytest_libero.catalog import Entry
-from pytest_libero.errors import EnvironmentFault, EpisodeError, PolicyTransportError
-from pytest_libero.plan import RunPlan
+from pytest_libero.catalog.entries import Entry
+from pytest_libero.config.plan import RunPlan, Watchdog
+from pytest_libero.episode.record import CaseRecord, record_from_json
+from pytest_libero.files import tail_of
 from pytest_libero.policy.contract import Observation, Reply
+from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, PolicyTransportError
 
 CHILD_OUTPUT = "simulator.log"
-EVIDENCE_GRACE_S = 120.0
-DEFAULT_BUILD_TIMEOUT_S = 600.0
-DEFAULT_STEP_TIMEOUT_S = 120.0
-POLICY_MARGIN_S = 30.0
-"""Beyond a policy's own limits: its client's timeout fires first and names the cause."""
 POLICY_PHASES = ("policy_reset", "policy")
 
 
@@ -53,33 +48,6 @@ class PolicyHang(PolicyTransportError):
     """The policy gave no answer even past its own limits; the case process was killed."""
 
     cause = "policy_hang"
-
-
-@dataclass(frozen=True)
-class Watchdog:
-    """How long each phase may go without a sign of life.
-
-    Waiting on the policy (connecting at "policy_reset", a call at "policy") is timed
-    by the policy's limits, not the simulator's, and a wait that outlives them is
-    reported as the policy's fault, naming ``policy_name``.
-    """
-
-    build_s: float = DEFAULT_BUILD_TIMEOUT_S
-    step_s: float = DEFAULT_STEP_TIMEOUT_S
-    policy_s: float = DEFAULT_STEP_TIMEOUT_S
-    policy_connect_s: float = DEFAULT_STEP_TIMEOUT_S
-    policy_name: str = "the policy"
-
-    def allowance(self, phase: str) -> float:
-        return {
-            "start": self.build_s,
-            "policy_reset": self.policy_connect_s,
-            "build": self.build_s,
-            "episode": self.step_s,
-            "step": self.step_s,
-            "policy": self.policy_s,
-            "evidence": EVIDENCE_GRACE_S,
-        }.get(phase, self.step_s)
 
 
 class _Heartbeat:
@@ -110,7 +78,7 @@ class _Heartbeat:
 
 def _child(conn: Connection, plan: RunPlan, entry: Entry, case_dir: Path, sys_path: list[str]) -> None:
     """Entry point of the case process: run the case, send its record, exit."""
-    from pytest_libero.case import run_case_with_evidence
+    from pytest_libero.episode.case import run_case_with_evidence
 
     case_dir.mkdir(parents=True, exist_ok=True)
     log = os.open(case_dir / CHILD_OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -140,12 +108,12 @@ def run_isolated(
     case_dir: Path,
     watchdog: Watchdog,
     progress: Callable[[dict[str, int]], None] | None = None,
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Run the case in a child process and return its record, whatever happens to it.
 
     ``progress`` is told the child's counters at every sign of life.
     """
-    from pytest_libero.case import errored_record
+    from pytest_libero.episode.case import errored_record
 
     context = multiprocessing.get_context("forkserver")
     parent_conn, child_conn = context.Pipe(duplex=False)
@@ -156,7 +124,7 @@ def run_isolated(
     process.start()
     child_conn.close()
     phase, counters = "start", {}
-    record: dict[str, Any] | None = None
+    record: CaseRecord | None = None
     hung = False
     try:
         deadline = time.monotonic() + watchdog.allowance(phase)
@@ -169,7 +137,7 @@ def run_isolated(
             except EOFError:
                 break
             if message[0] == "record":
-                record = message[1]
+                record = record_from_json(message[1])
             else:
                 _, phase, counters = message
                 deadline = time.monotonic() + watchdog.allowance(phase)
@@ -182,7 +150,7 @@ def run_isolated(
         parent_conn.close()
     if record is not None:
         return record
-    tail = _tail(case_dir / CHILD_OUTPUT)
+    tail = tail_of(case_dir / CHILD_OUTPUT)
     where = f"during {phase} after {counters.get('executed_controls', 0)} controls, " \
             f"{counters.get('policy_calls', 0)} policy calls"
     fault: EpisodeError
@@ -204,11 +172,11 @@ def run_isolated(
             f"the simulator process died ({_describe_exit(process.exitcode)}) {where}. "
             f"Output tail:\n{tail}"
         )
-    record = errored_record(plan, entry, fault, kind=fault.kind, counters=counters, started=started)
-    record["evidence_dir"] = str(case_dir)
-    record["pid"] = process.pid  # the process that ran (and lost) the case
-    record["child_exit"] = process.exitcode
-    return record
+    lost = errored_record(plan, entry, fault, kind=fault.kind, counters=counters, started=started)
+    lost["evidence_dir"] = str(case_dir)
+    lost["pid"] = process.pid or 0  # the process that ran (and lost) the case
+    lost["child_exit"] = process.exitcode
+    return lost
 
 
 def _describe_exit(code: int | None) -> str:
@@ -220,11 +188,3 @@ def _describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit status {code}"
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no output captured)"
-    return "\n".join(text.splitlines()[-lines:]) or "(no output)"

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import pytest
 
+from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord, record_from_json
 from pytest_libero.policy.contract import Observation, Reply
-from pytest_libero.recorder import RECORD_PROPERTY
 
 if TYPE_CHECKING:
     from _pytest._io import TerminalWriter
@@ -344,7 +344,7 @@ class LiveLine:
         self.stop()
 
 
-def finished_line(record: Mapping[str, Any], seconds: float) -> str:
+def finished_line(record: CaseRecord, seconds: float) -> str:
     """``libero_10-00 finished in 11.9s: no native success: control cap reached ...``."""
     summary = str(record.get("summary") or record.get("outcome", "")).splitlines()
     return f"{record['case']} finished in {seconds:.1f}s: {summary[0] if summary else ''}"
@@ -371,7 +371,7 @@ class FinishedLines:
         seconds = self.seconds.pop(report.nodeid)
         for name, value in report.user_properties:
             if name == RECORD_PROPERTY:
-                self._write(finished_line(json.loads(str(value)), seconds))
+                self._write(finished_line(record_from_json(json.loads(str(value))), seconds))
 
     def _write(self, line: str) -> None:
         reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin(

@@ -8,11 +8,18 @@ out of all flips is a binomial tail with p = 1/2.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import comb
+from pathlib import Path
 from typing import Any
 
-from pytest_libero.summary import COMPLETED
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.identity import protocol_identity
+from pytest_libero.results.folder import read_results
+from pytest_libero.results.summary import COMPLETED
 
 
 @dataclass
@@ -49,7 +56,7 @@ def mcnemar_worse_p(worse: int, better: int) -> float:
 
 
 def regression_gate(
-    baseline: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]], alpha: float
+    baseline: Mapping[str, CaseRecord], current: Mapping[str, CaseRecord], alpha: float
 ) -> Verdict:
     """Fail when the current run is significantly worse than the baseline on paired cases."""
     paired = sorted(
@@ -68,3 +75,44 @@ def regression_gate(
     lines += [f"  lost:   {c}" for c in lost]
     lines += [f"  gained: {c}" for c in gained]
     return Verdict(not worse, lines)
+
+
+def evaluate_gates(
+    summary: dict[str, Any],
+    records: Mapping[str, CaseRecord],
+    *,
+    min_success: float | None,
+    baseline: Mapping[str, CaseRecord] | None,
+    alpha: float,
+    stopped: str | None = None,
+) -> list[Verdict]:
+    """Every gate asked for, the one evaluation for a live run and for a merged one.
+
+    A run that had to stop (``stopped`` says why) fails every gate: incomplete.
+    """
+    verdicts: list[Verdict] = []
+    if stopped is not None and (min_success is not None or baseline is not None):
+        verdicts.append(Verdict(False, [
+            f"gates FAILED: the run is incomplete ({summary['counts']['unattempted']} "
+            f"unattempted case(s)): {stopped}"
+        ]))
+    if min_success is not None:
+        verdicts.append(min_success_gate(summary, min_success))
+    if baseline is not None:
+        verdicts.append(regression_gate(baseline, records, alpha))
+    return verdicts
+
+
+def load_baseline(run_dir: Path, expected: str | None = None) -> dict[str, CaseRecord]:
+    """Records of an earlier run, refused unless it ran the same protocol."""
+    run_json = run_dir / "run.json"
+    if not run_json.is_file():
+        raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
+    identity = json.loads(run_json.read_text())["protocol_identity"]
+    expected = expected or protocol_identity()
+    if identity != expected:
+        raise SetupError(
+            f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
+            f"{expected}; results of different protocols cannot be compared"
+        )
+    return {r["case"]: r for r in read_results(run_dir)}

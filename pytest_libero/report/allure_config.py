@@ -4,7 +4,7 @@ Allure 3 ignores the results folder's categories.json, and without a ``groupBy``
 report files every case under its pytest module (``test_libero.py``). Both come from
 Allure 3's own config file instead, so ``pytest-libero report`` writes one: the tree
 groups by the labels each case carries (LIBERO -> suite -> task) and the categories
-are :data:`pytest_libero.allure_report.CATEGORIES`. Nothing is downloaded: Allure 3 is
+are :data:`pytest_libero.report.allure.CATEGORIES`. Nothing is downloaded: Allure 3 is
 used only where it is already installed.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.allure_report import CATEGORIES
-from pytest_libero.errors import SetupError
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.report.allure import CATEGORIES
 
 CONFIG_NAME = "allurerc.mjs"
 # The first line marks a config as ours, so rewriting it never clobbers a user's own.

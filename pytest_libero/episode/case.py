@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.adapters import get_adapter
-from pytest_libero.catalog import Entry
-from pytest_libero.episode import (
+from pytest_libero.adapters import load_adapter
+from pytest_libero.adapters.base import EPISODE_MEMBERS, missing_members
+from pytest_libero.catalog.entries import Entry
+from pytest_libero.config.plan import RunPlan
+from pytest_libero.episode.loop import (
     EpisodeListener,
     EpisodeResult,
     Tee,
@@ -24,10 +25,11 @@ from pytest_libero.episode import (
     error_record,
     run_episode,
 )
-from pytest_libero.errors import EpisodeError
-from pytest_libero.plan import RunPlan
+from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
+from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import Policy
-from pytest_libero.results import write_json_atomic
+from pytest_libero.protocol.budgets import Budget
+from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError
 
 Phase = Callable[[str], None]
 """Told "policy_reset", "build", "episode", "evidence" as a case moves on (a watchdog)."""
@@ -41,13 +43,14 @@ def run_case_with_evidence(
     *,
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Run the case while streaming its evidence into ``case_dir`` (P10).
 
     A failure to write evidence errors the case with cause "evidence": a result whose
     evidence is missing cannot be trusted, whatever LIBERO said.
     """
-    from pytest_libero.evidence import CaseEvidence, EvidenceError
+    from pytest_libero.evidence.layout import EvidenceError
+    from pytest_libero.evidence.writer import CaseEvidence
 
     try:
         evidence = CaseEvidence(case_dir, video_stride=plan.video_stride)
@@ -80,7 +83,7 @@ def run_case(
     *,
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Run the entry's episode and return its full record (P9-P11)."""
     tell = phase or (lambda name: None)
     budget = plan.budget_for(entry)
@@ -93,7 +96,7 @@ def run_case(
         tell("policy_reset")
         call_policy(policy.reset)
         tell("build")
-        adapter = get_adapter(plan.adapter)
+        adapter = load_adapter(plan.adapter)
         t0 = time.perf_counter()
         episode = adapter.open(
             entry,
@@ -102,6 +105,14 @@ def run_case(
             render=plan.render,
             video_stride=plan.video_stride,
         )
+        missing = missing_members(episode, EPISODE_MEMBERS)
+        if missing:
+            getattr(episode, "close", lambda: None)()
+            raise EnvironmentFault(
+                f"the adapter {plan.adapter!r} opened a {type(episode).__name__} without "
+                f"{', '.join(missing)}; see pytest_libero/adapters/base.py for what an "
+                "episode must provide"
+            )
         timings["setup_s"] = round(time.perf_counter() - t0, 3)
     except EpisodeError as exc:
         result = EpisodeResult(outcome="errored", error=error_record(exc))
@@ -123,7 +134,7 @@ def run_case(
             )
             timings["episode_s"] = round(time.perf_counter() - t0, 3)
         finally:
-            renders = getattr(episode, "renders", lambda: None)()
+            renders = episode.renders()
             episode.close()
     record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
     record["renders"] = renders
@@ -138,7 +149,7 @@ def errored_record(
     kind: str,
     counters: Mapping[str, Any] | None = None,
     started: float | None = None,
-) -> dict[str, Any]:
+) -> CaseRecord:
     """The record of a case that errored outside the episode loop (evidence, a crash)."""
     result = EpisodeResult(outcome="errored", error=error_record(exc, kind=kind))
     for name, value in (counters or {}).items():
@@ -146,7 +157,7 @@ def errored_record(
     return _assemble(plan, entry, result, {}, {}, started or time.time(), {})
 
 
-def mark_errored(record: dict[str, Any], exc: BaseException, *, kind: str) -> None:
+def mark_errored(record: CaseRecord, exc: BaseException, *, kind: str) -> None:
     """Turn a finished record into an errored one, keeping what LIBERO had said."""
     record["native_outcome"] = record["outcome"]
     record["outcome"] = "errored"
@@ -162,23 +173,31 @@ def _assemble(
     timings: dict[str, float],
     started: float,
     policy_metadata: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> CaseRecord:
+    entry_record: EntryRecord = {
+        "suite": entry.suite,
+        "index": entry.index,
+        "name": entry.name,
+        "language": entry.language,
+        "bddl_file": entry.bddl_file,
+        "init_states_file": entry.init_states_file,
+    }
     return {
         "case": entry.case_id,
-        "entry": entry.as_dict(),
+        "entry": entry_record,
         "profile": plan.profile.name,
         "evidence_class": plan.evidence_class,
         "track": plan.track,
-        "budget": plan.budget_for(entry).as_dict(),
+        "budget": budget_record(plan.budget_for(entry)),
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
         "policy_metadata": dict(policy_metadata),
         "outcome": result.outcome,
         "termination": result.termination,
         "truncation": result.truncation,
-        "counters": result.as_dict()["counters"],
+        "counters": result.counters.as_record(),
         "chunks": result.chunks,
-        "clipping": {**asdict(result.clipping), "mode": plan.profile.out_of_bounds},
+        "clipping": result.clipping.as_record(plan.profile.out_of_bounds),
         "error": result.error,
         "summary": result.describe(),
         "started_at": started,
@@ -188,3 +207,13 @@ def _assemble(
         "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
         "pid": os.getpid(),
     }
+
+
+def budget_record(budget: Budget) -> BudgetRecord:
+    return BudgetRecord(
+        mode=budget.mode,
+        control_cap=budget.control_cap,
+        cap_source=budget.cap_source,
+        replan_interval=budget.replan_interval,
+        max_policy_calls=budget.max_policy_calls,
+    )

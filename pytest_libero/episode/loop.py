@@ -2,8 +2,7 @@
 
 This module never touches the simulator; it drives anything shaped like
 :class:`EpisodeEnv`, which keeps the rules testable with a fake and lets the real
-adapter stay a thin translation layer.
-"""
+adapter stay a thin translation layer."""
 
 from __future__ import annotations
 
@@ -14,7 +13,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_libero.errors import EnvironmentFault, EpisodeError, PolicyTransportError
+from pytest_libero.adapters.base import EpisodeEnv
+from pytest_libero.episode.record import (
+    ChunkSummary,
+    ClippingRecord,
+    CountersRecord,
+    ErrorRecord,
+    Outcome,
+)
 from pytest_libero.policy.contract import (
     Clipping,
     Observation,
@@ -23,65 +29,8 @@ from pytest_libero.policy.contract import (
     clip_prefix,
     validate_reply,
 )
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long an episode may run, and where that limit comes from (P7)."""
-
-    mode: str
-    control_cap: int
-    cap_source: str
-    replan_interval: int
-    max_policy_calls: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def horizon_budget(horizon: int, source: str, replan_interval: int) -> Budget:
-    """The suite's reference horizon. Policy calls are capped at the control cap,
-    the most that can ever execute a control each, so stop-only answers cannot loop."""
-    return Budget("horizon", horizon, source, replan_interval, horizon)
-
-
-def decisions_budget(max_policy_calls: int, replan_interval: int) -> Budget:
-    cap = max_policy_calls * replan_interval
-    source = f"decisions: max_policy_calls {max_policy_calls} x replan_interval {replan_interval}"
-    return Budget("decisions", cap, source, replan_interval, max_policy_calls)
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """A profile's voluntary-stop rule: stop after N consecutive stop signals.
-
-    ``consecutive=None`` ignores stop signals (each still costs a policy call).
-    """
-
-    consecutive: int | None = None
-
-    def describe(self) -> str:
-        if self.consecutive is None:
-            return "ignore"
-        return "immediate" if self.consecutive == 1 else f"after {self.consecutive} consecutive"
-
-
-class EpisodeEnv(Protocol):
-    """The adapter's side of an episode: observe, step one control, close."""
-
-    def observe(self, policy_calls: int, executed_controls: int) -> Observation: ...
-
-    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
-        """Execute one control; return LIBERO's native success after it.
-
-        ``observe_next`` says whether the policy will see the images after this
-        control, so an adapter may skip renders nobody consumes.
-        """
-        ...
-
-    def frame(self) -> np.ndarray:
-        """The agentview image after the last control, rotated as the policy sees it."""
-        ...
+from pytest_libero.protocol.budgets import Budget, StopRule
+from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, PolicyTransportError
 
 
 class EpisodeListener(Protocol):
@@ -149,6 +98,17 @@ class Counters:
     first_success_control: int | None = None
     first_success_policy_call: int | None = None
 
+    def as_record(self) -> CountersRecord:
+        return CountersRecord(
+            policy_calls=self.policy_calls,
+            decisions=self.decisions,
+            executed_controls=self.executed_controls,
+            init_controls=self.init_controls,
+            stop_signals=self.stop_signals,
+            first_success_control=self.first_success_control,
+            first_success_policy_call=self.first_success_policy_call,
+        )
+
 
 @dataclass
 class ClipTally:
@@ -163,17 +123,21 @@ class ClipTally:
         self.values += clipping.values
         self.max_excess = max(self.max_excess, clipping.max_excess)
 
+    def as_record(self, mode: str) -> ClippingRecord:
+        return ClippingRecord(mode=mode, chunks=self.chunks, values=self.values,
+                              max_excess=self.max_excess)
+
 
 @dataclass
 class EpisodeResult:
     """The native outcome of one episode with its counters and any error."""
 
-    outcome: str = "failure"  # success | failure | errored
+    outcome: Outcome = "failure"
     termination: str | None = None  # "success" when LIBERO's check fired
     truncation: str | None = None  # control_cap | policy_call_cap | voluntary_stop
     counters: Counters = field(default_factory=Counters)
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    error: dict[str, Any] | None = None
+    chunks: list[ChunkSummary] = field(default_factory=list)
+    error: ErrorRecord | None = None
     clipping: ClipTally = field(default_factory=ClipTally)
 
     def as_dict(self) -> dict[str, Any]:
@@ -200,10 +164,10 @@ class EpisodeResult:
         )
 
 
-def error_record(exc: BaseException, kind: str | None = None) -> dict[str, Any]:
+def error_record(exc: BaseException, kind: str | None = None) -> ErrorRecord:
     return {
-        "kind": kind or getattr(exc, "kind", "error"),
-        "cause": getattr(exc, "cause", type(exc).__name__),
+        "kind": str(kind or getattr(exc, "kind", "error")),
+        "cause": str(getattr(exc, "cause", type(exc).__name__)),
         "type": type(exc).__name__,
         "message": str(exc) or type(exc).__name__,
         "traceback": "".join(traceback.format_exception(exc)),
@@ -263,11 +227,11 @@ def run_episode(
                         counters.first_success_control = counters.executed_controls
                         counters.first_success_policy_call = call
                         break
-            chunk: dict[str, Any] = {
+            chunk: ChunkSummary = {
                 "call": call, "horizon": reply.horizon, "executed": executed, "stop": reply.stop
             }
             if clipping is not None:
-                chunk["clipped"] = clipping.as_dict()
+                chunk["clipped"] = {"values": clipping.values, "max_excess": clipping.max_excess}
             result.chunks.append(chunk)
             sink.on_reply(call, reply, executed)
             if counters.first_success_control is not None:

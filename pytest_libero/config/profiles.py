@@ -11,21 +11,26 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from importlib import import_module
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from pytest_libero.data import data_path
-from pytest_libero.episode import StopRule
-from pytest_libero.errors import SetupError
-from pytest_libero.identity import sha256_bytes
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
+from pytest_libero.policy.factory import build_inprocess
+from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
-from pytest_libero.protocol import BUDGET_MODES, DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, TRACKS
+from pytest_libero.protocol.budgets import StopRule
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.hashing import sha256_bytes
+from pytest_libero.protocol.parameters import (
+    BUDGET_MODES,
+    DEFAULT_MAX_POLICY_CALLS,
+    DEFAULT_REPLAN_INTERVAL,
+    TRACKS,
+)
 
 TRANSPORTS = ("inprocess", "websocket")
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
@@ -38,22 +43,6 @@ _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}
 _CONSTANT_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How the plugin starts the model's server itself, and how long it waits."""
-
-    command: tuple[str, ...]
-    cwd: str
-    env: Mapping[str, str]
-    startup_timeout: float
-
-    def argv(self, endpoint: str) -> list[str]:
-        """The command with {host} and {port} filled from the endpoint."""
-        parts = urlsplit(endpoint)
-        fields = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 8000)}
-        return [arg.format(**fields) for arg in self.command]
 
 
 @dataclass(frozen=True)
@@ -149,43 +138,6 @@ class Profile:
             "call_timeout": self.call_timeout,
             "out_of_bounds": self.out_of_bounds,
         }
-
-
-def build_inprocess(factory_path: str, options: Mapping[str, Any], owner: str) -> Any:
-    """Import ``module:callable`` and call it with the options."""
-    module, _, attribute = factory_path.partition(":")
-    try:
-        factory = getattr(import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise SetupError(
-            f"{owner}: policy.factory {factory_path!r} cannot be imported ({exc}); "
-            "give an importable 'module:callable'"
-        ) from exc
-    try:
-        return factory(**options)
-    except (TypeError, ValueError, OSError) as exc:
-        raise SetupError(
-            f"{owner}: {factory_path} rejected the policy options {dict(options)}: {exc}"
-        ) from exc
-
-
-def parse_policy_options(items: list[str] | None) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise SetupError(f"--libero-policy-option {item!r}: write KEY=VALUE")
-        options[key.strip()] = _scalar(text.strip())
-    return options
-
-
-def _scalar(text: str) -> Any:
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def builtin_names() -> list[str]:

@@ -8,13 +8,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from pytest_libero.catalog import Catalog, Entry, SelectionRequest, load_catalog, select, shard
-from pytest_libero.episode import Budget, decisions_budget, horizon_budget
-from pytest_libero.errors import SetupError
-from pytest_libero.profiles import Profile
-from pytest_libero.protocol import BUDGET_MODES, TRACKS
+from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
+from pytest_libero.catalog.selection import SelectionRequest, select, shard
+from pytest_libero.config.profiles import Profile
+from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
+
+RENDER_MODES = ("consumed", "all")
+EVIDENCE_GRACE_S = 120.0
+"""How long finishing a case's evidence files may take (the video is encoded last)."""
+POLICY_MARGIN_S = 30.0
+"""Beyond a policy's own limits: its client's timeout fires first and names the cause."""
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The operator's CI gates; both optional. ``baseline`` is a run folder."""
+
+    min_success: float | None
+    baseline: Path | None
+    alpha: float
+
+    @property
+    def active(self) -> bool:
+        return self.min_success is not None or self.baseline is not None
 
 
 @dataclass(frozen=True)
@@ -30,16 +51,16 @@ class RunPlan:
     replan_interval: int
     track: str
     catalog: Catalog = field(repr=False)
-    selected: tuple[Entry, ...] = ()
+    selected: tuple[Entry, ...]
     """The whole selection, across shards and resumed runs."""
-    owned: tuple[Entry, ...] = ()
+    owned: tuple[Entry, ...]
     """This run folder's part: the selection, or this shard of it."""
-    shard: tuple[int, int] | None = None
-    adapter: str = "libero"
+    adapter: str
     """A registered adapter name or ``module:factory`` (the simulator side)."""
-    render: str = "consumed"
+    render: str
     """"consumed": render a camera only for controls whose image is used; "all"."""
-    video_stride: int = 1
+    video_stride: int
+    shard: tuple[int, int] | None = None
 
     def only(self, case_ids: Iterable[str]) -> RunPlan:
         """The same plan narrowed to these cases (resume; a worker told by the controller)."""
@@ -54,7 +75,8 @@ class RunPlan:
     def budget_for(self, entry: Entry) -> Budget:
         if self.budget_mode == "horizon":
             horizon, source = self.catalog.horizon(entry.suite)
-            return horizon_budget(horizon, f"catalog horizon for {entry.suite}: {source}", self.replan_interval)
+            source = f"catalog horizon for {entry.suite}: {source}"
+            return horizon_budget(horizon, source, self.replan_interval)
         return decisions_budget(self.max_policy_calls, self.replan_interval)
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,9 +106,9 @@ def make_plan(
     replan_interval: int | None = None,
     track: str | None = None,
     shard_of: tuple[int, int] | None = None,
-    adapter: str = "libero",
-    render: str = "consumed",
-    video_stride: int = 1,
+    adapter: str,
+    render: str,
+    video_stride: int,
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
@@ -100,8 +122,8 @@ def make_plan(
         raise SetupError(f"--libero-max-policy-calls must be at least 1, got {calls}")
     if interval < 1:
         raise SetupError(f"--libero-replan-interval must be at least 1, got {interval}")
-    if render not in ("consumed", "all"):
-        raise SetupError(f"--libero-render={render!r} is unknown; allowed: consumed, all")
+    if render not in RENDER_MODES:
+        raise SetupError(f"--libero-render={render!r} is unknown; allowed: {', '.join(RENDER_MODES)}")
     if video_stride < 1:
         raise SetupError(f"--libero-video-stride must be at least 1, got {video_stride}")
     chosen_track = track or profile.track
@@ -127,3 +149,43 @@ def make_plan(
         return plan
     part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))
     return replace(plan, entries=part, owned=part)
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    """How long each phase may go without a sign of life.
+
+    Waiting on the policy (connecting at "policy_reset", a call at "policy") is timed
+    by the policy's limits, not the simulator's, and a wait that outlives them is
+    reported as the policy's fault, naming ``policy_name``.
+    """
+
+    build_s: float
+    step_s: float
+    policy_s: float
+    policy_connect_s: float
+    policy_name: str
+
+    @classmethod
+    def for_plan(cls, plan: RunPlan, *, build_s: float, step_s: float) -> Watchdog:
+        """The simulator's allowances as given; the policy's from its own limits plus a
+        margin, so its client times out (and says why) before the watchdog fires."""
+        profile = plan.profile
+        return cls(
+            build_s=build_s,
+            step_s=step_s,
+            policy_s=profile.call_timeout + POLICY_MARGIN_S,
+            policy_connect_s=profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S,
+            policy_name=profile.endpoint or f"in-process policy {profile.factory}",
+        )
+
+    def allowance(self, phase: str) -> float:
+        return {
+            "start": self.build_s,
+            "policy_reset": self.policy_connect_s,
+            "build": self.build_s,
+            "episode": self.step_s,
+            "step": self.step_s,
+            "policy": self.policy_s,
+            "evidence": EVIDENCE_GRACE_S,
+        }.get(phase, self.step_s)

@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.errors import SetupError
-from pytest_libero.results import RunFolder, new_run_id, read_results
-from pytest_libero.summary import summarize
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.folder import RunFolder, new_run_id, read_results
+from pytest_libero.results.summary import summarize
 
 _Key = Callable[[dict[str, Any]], Any]
 _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
@@ -59,7 +60,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
         if difference:
             raise SetupError(f"cannot merge {folder} with {folders[0]}: {difference}")
     selected: list[str] = list(first["plan"]["selection_cases"])
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, CaseRecord] = {}
     origin: dict[str, Path] = {}
     for folder in folders:
         for record in read_results(folder):

@@ -13,17 +13,11 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_libero.catalog import SelectionRequest, parse_shard, parse_task_ids
-from pytest_libero.errors import SetupError
-from pytest_libero.isolation import (
-    DEFAULT_BUILD_TIMEOUT_S,
-    DEFAULT_STEP_TIMEOUT_S,
-    POLICY_MARGIN_S,
-    Watchdog,
-)
-from pytest_libero.plan import RunPlan, make_plan
-from pytest_libero.profiles import load_profile, parse_policy_options
-from pytest_libero.recorder import Gates, load_baseline
+from pytest_libero.catalog.selection import SelectionRequest, parse_shard, parse_task_ids
+from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
+from pytest_libero.config.profiles import load_profile
+from pytest_libero.policy.factory import parse_policy_options
+from pytest_libero.protocol.errors import SetupError
 
 
 @dataclass(frozen=True)
@@ -78,9 +72,9 @@ OPTIONS = (
     _Option("isolation", "process (each case's simulator in a watched child process: a "
             "crash or hang costs that case only) or none (in the pytest process)", "process"),
     _Option("step-timeout", "watchdog: seconds a control step may take before the case's "
-            "simulator is killed (isolation=process)", f"{DEFAULT_STEP_TIMEOUT_S:g}"),
+            "simulator is killed (isolation=process)", "120"),
     _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
-            "environment may take (isolation=process)", f"{DEFAULT_BUILD_TIMEOUT_S:g}"),
+            "environment may take (isolation=process)", "600"),
     _Option("render", "consumed (render a camera only for the controls whose image a "
             "policy or the video uses; same bytes) or all (every camera, every control)",
             "consumed"),
@@ -120,13 +114,18 @@ def register(parser: pytest.Parser) -> None:
         )
 
 
+DEFAULTS = {option.name: option.default for option in OPTIONS}
+"""The only home of each option's default."""
+
+
 def option_value(config: pytest.Config, name: str) -> Any:
-    """The CLI value if given, else the ini value (pytest-asyncio's pattern)."""
+    """The CLI value if given, else the ini value (pytest-asyncio's pattern), else the
+    option's default."""
     dest = "libero_" + name.replace("-", "_")
     value = config.getoption(dest)
     if value is None:
         value = config.getini(dest)
-    return value if value not in ("", []) else None
+    return value if value not in ("", []) else DEFAULTS[name]
 
 
 def _int_option(config: pytest.Config, name: str) -> int | None:
@@ -159,10 +158,10 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         return None
     task_ids = option_value(config, "task-ids")
     selection = SelectionRequest(
-        scope=option_value(config, "scope") or "smoke",
+        scope=option_value(config, "scope"),
         suite=option_value(config, "suite"),
         task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
-        mode=option_value(config, "mode") or "fast",
+        mode=option_value(config, "mode"),
     )
     profile = load_profile(profile_name).with_overrides(
         options=parse_policy_options(option_value(config, "policy-option")),
@@ -179,19 +178,20 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         replan_interval=_int_option(config, "replan-interval"),
         track=option_value(config, "track"),
         shard_of=parse_shard(shard) if (shard := option_value(config, "shard")) else None,
-        adapter=option_value(config, "adapter") or "libero",
-        render=option_value(config, "render") or "consumed",
-        video_stride=_int_option(config, "video-stride") or 1,
+        adapter=option_value(config, "adapter"),
+        render=option_value(config, "render"),
+        video_stride=int(_int_option(config, "video-stride") or 0),
     )
 
 
 def gates(config: pytest.Config) -> Gates:
-    """The operator's CI gates, validated."""
-    min_success = _rate_option(config, "min-success")
-    alpha = _rate_option(config, "baseline-alpha")
-    baseline_dir = option_value(config, "baseline")
-    baseline = load_baseline(Path(baseline_dir)) if baseline_dir else None
-    return Gates(min_success, baseline, alpha if alpha is not None else 0.05)
+    """The operator's CI gates, validated (the baseline folder is read by the recorder)."""
+    baseline = option_value(config, "baseline")
+    return Gates(
+        min_success=_rate_option(config, "min-success"),
+        baseline=Path(baseline) if baseline else None,
+        alpha=float(_rate_option(config, "baseline-alpha") or 0.0),
+    )
 
 
 def _rate_option(config: pytest.Config, name: str) -> float | None:
@@ -208,20 +208,17 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
 
 
 def isolation(config: pytest.Config) -> str:
-    mode = option_value(config, "isolation") or "process"
+    mode = option_value(config, "isolation")
     if mode not in ("process", "none"):
         raise SetupError(f"--libero-isolation={mode!r}: allowed: process, none")
     return str(mode)
 
 
 def watchdog(config: pytest.Config, plan: RunPlan) -> Watchdog:
-    """Per-phase allowances. Phases that wait on the policy get the policy's own limits
-    plus a margin, so its client times out (and says why) before the watchdog fires."""
-    profile = plan.profile
-    return Watchdog(
-        build_s=_float_option(config, "build-timeout") or DEFAULT_BUILD_TIMEOUT_S,
-        step_s=_float_option(config, "step-timeout") or DEFAULT_STEP_TIMEOUT_S,
-        policy_s=profile.call_timeout + POLICY_MARGIN_S,
-        policy_connect_s=profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S,
-        policy_name=profile.endpoint or f"in-process policy {profile.factory}",
+    """Per-phase allowances: the simulator's from the options, the policy's from its
+    profile (see :meth:`Watchdog.for_plan`)."""
+    return Watchdog.for_plan(
+        plan,
+        build_s=float(_float_option(config, "build-timeout") or 0.0),
+        step_s=float(_float_option(config, "step-timeout") or 0.0),
     )

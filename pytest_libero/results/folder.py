@@ -7,14 +7,15 @@ ends: a killed run keeps every case that finished.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_libero.errors import SetupError
+from pytest_libero.episode.record import CaseRecord, record_from_json, record_to_json
+from pytest_libero.files import CorruptLine, read_jsonl, write_json_atomic
+from pytest_libero.protocol.errors import SetupError
 
 
 def new_run_id() -> str:
@@ -41,6 +42,7 @@ class RunFolder:
         if resume:
             if not (path / "run.json").is_file():
                 raise SetupError(f"--libero-resume={path}: not a run folder (no run.json)")
+            set_aside_torn_line(path / "results.jsonl")
         else:
             try:
                 self.path.mkdir(parents=True, exist_ok=False)
@@ -54,8 +56,8 @@ class RunFolder:
     def write_json(self, name: str, data: Any) -> Path:
         return write_json_atomic(self.path / name, data)
 
-    def append_result(self, record: dict[str, Any]) -> None:
-        self._results.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+    def append_result(self, record: CaseRecord) -> None:
+        self._results.write(record_to_json(record) + "\n")
         self._results.flush()
         os.fsync(self._results.fileno())
 
@@ -63,24 +65,33 @@ class RunFolder:
         self._results.close()
 
 
-def write_json_atomic(target: Path, data: Any) -> Path:
-    """Write JSON so a reader never sees half a file: temp file, fsync, rename."""
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        json.dump(data, stream, indent=1, sort_keys=True, default=str)
-        stream.write("\n")
+def set_aside_torn_line(results: Path) -> Path | None:
+    """Move a killed writer's torn last line out of ``results`` before appending to it.
+
+    Appending after it would glue the next record onto the fragment. The fragment is
+    kept, byte for byte, in ``results.jsonl.torn-N`` beside it; returns that file.
+    """
+    try:
+        data = results.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data or data.endswith(b"\n"):
+        return None
+    cut = data.rfind(b"\n") + 1
+    n = 1
+    while (kept := results.with_name(f"{results.name}.torn-{n}")).exists():
+        n += 1
+    kept.write_bytes(data[cut:])
+    with results.open("r+b") as stream:
+        stream.truncate(cut)
         stream.flush()
         os.fsync(stream.fileno())
-    tmp.replace(target)
-    return target
+    return kept
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """Read results.jsonl, ignoring a torn last line left by a killed writer."""
-    records = []
-    for line in (path / "results.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+def read_results(path: Path) -> list[CaseRecord]:
+    """Read results.jsonl (a torn last line, left by a killed writer, is ignored)."""
+    try:
+        return [record_from_json(line) for line in read_jsonl(path / "results.jsonl")]
+    except (CorruptLine, ValueError) as exc:
+        raise SetupError(f"{exc}; results.jsonl is damaged beyond a torn last line") from None

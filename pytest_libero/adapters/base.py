@@ -1,0 +1,72 @@
+"""What a benchmark adapter must provide: the extension point behind ``--libero-adapter``.
+
+An adapter is the only code that touches a simulator. ``--libero-adapter=module:factory``
+names a callable that returns a :class:`BenchmarkAdapter`; it is checked when it is
+loaded (before any case), and each episode it opens is checked before it is driven, so
+a missing method is a clear error naming it, never an AttributeError mid-episode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from pytest_libero.catalog.entries import Entry
+from pytest_libero.policy.contract import Observation
+
+ADAPTER_METHODS = ("open",)
+EPISODE_MEMBERS = ("observe", "step", "frame", "renders", "close", "identity", "init_controls")
+
+
+class EpisodeEnv(Protocol):
+    """The adapter's side of an episode: observe, step one control, close."""
+
+    def observe(self, policy_calls: int, executed_controls: int) -> Observation: ...
+
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
+        """Execute one control; return LIBERO's native success after it.
+
+        ``observe_next`` says whether the policy will see the images after this
+        control, so an adapter may skip renders nobody consumes.
+        """
+        ...
+
+    def frame(self) -> np.ndarray:
+        """The agentview image after the last control, rotated as the policy sees it."""
+        ...
+
+
+@runtime_checkable
+class Episode(EpisodeEnv, Protocol):
+    """One opened, settled episode, as the case drives and records it."""
+
+    identity: dict[str, Any]
+    """Hashes of what was installed (BDDL, init-state file, the state): the record's."""
+    init_controls: int
+    """Settling controls run before the first observation, counted apart (P9)."""
+
+    def renders(self) -> dict[str, int] | None:
+        """Real renders per camera so far (None when every control renders)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BenchmarkAdapter(Protocol):
+    """Opens one fresh episode per case."""
+
+    def open(
+        self, entry: Entry, *, track: str, control_cap: int, render: str, video_stride: int
+    ) -> Episode: ...
+
+
+def missing_members(obj: object, names: tuple[str, ...]) -> list[str]:
+    """The names ``obj`` lacks (methods must also be callable)."""
+    missing = []
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None or (name in ("open", "observe", "step", "frame", "renders", "close")
+                             and not callable(value)):
+            missing.append(name)
+    return missing

@@ -1,0 +1,1 @@
+"""What can be evaluated: the frozen catalog, selection scopes and shards, the inventory check."""

@@ -1,0 +1,145 @@
+"""The case record: one typed shape for what a case was, what happened and why.
+
+The record is built once per case (``episode.case``), travels from a worker to the
+controller as JSON inside its test report, and is the line results.jsonl keeps and the
+input of summaries, gates, merges and Allure. Its JSON form *is* this shape: the
+TypedDicts below type the plain dict, so there is no second encoding to drift apart.
+docs/records.md describes every field. ``RECORD_SCHEMA`` goes into run.json; a change
+of shape that readers must know about raises its version.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+RECORD_SCHEMA = "pytest-libero-record/1"
+RECORD_PROPERTY = "libero_record"
+"""The user property that carries a case's record in its test reports."""
+UNATTEMPTED_PROPERTY = "libero_unattempted"
+"""Set on a case left unattempted because the run had to stop; holds why and how to
+finish the run."""
+
+Outcome = Literal["success", "failure", "errored"]
+
+
+class EntryRecord(TypedDict):
+    """The catalog entry (P1): which task this case ran."""
+
+    suite: str
+    index: int
+    name: str
+    language: str
+    bddl_file: str
+    init_states_file: str
+
+
+class BudgetRecord(TypedDict):
+    """The budget (P7) and where its control cap came from."""
+
+    mode: str
+    control_cap: int
+    cap_source: str
+    replan_interval: int
+    max_policy_calls: int
+
+
+class CountersRecord(TypedDict):
+    """P9: each counter kept on its own."""
+
+    policy_calls: int
+    decisions: int
+    executed_controls: int
+    init_controls: int
+    stop_signals: int
+    first_success_control: int | None
+    first_success_policy_call: int | None
+
+
+class ClipRecord(TypedDict):
+    """What clipping changed in one chunk's executed prefix."""
+
+    values: int
+    max_excess: float
+
+
+class ChunkSummary(TypedDict):
+    """One policy reply as the episode used it."""
+
+    call: int
+    horizon: int
+    executed: int
+    stop: bool
+    clipped: NotRequired[ClipRecord]
+
+
+class ClippingRecord(TypedDict):
+    """Clipped actions summed over the case; zeros in strict mode."""
+
+    mode: str
+    chunks: int
+    values: int
+    max_excess: float
+
+
+class ErrorRecord(TypedDict):
+    """Why a case errored (P11): whose fault (kind), what exactly (cause), the rest."""
+
+    kind: str
+    cause: str
+    type: str
+    message: str
+    traceback: str
+
+
+class CaseRecord(TypedDict):
+    """One case, as every reader sees it."""
+
+    case: str
+    entry: EntryRecord
+    profile: str
+    evidence_class: str
+    track: str
+    budget: BudgetRecord
+    stop_rule: str
+    identity: dict[str, Any]
+    """The adapter's hashes of what it installed (BDDL, init-state file, the state)."""
+    policy_metadata: dict[str, Any]
+    outcome: Outcome
+    termination: str | None
+    truncation: str | None
+    counters: CountersRecord
+    chunks: list[ChunkSummary]
+    clipping: NotRequired[ClippingRecord]
+    """Absent in records written before clipping existed: read as strict, none clipped."""
+    error: ErrorRecord | None
+    summary: str
+    started_at: float
+    timings: dict[str, float]
+    worker: str
+    gpu: str | None
+    egl_device: str | None
+    pid: int
+    renders: NotRequired[dict[str, int] | None]
+    evidence: NotRequired[dict[str, Any] | None]
+    evidence_dir: NotRequired[str]
+    native_outcome: NotRequired[str]
+    """What LIBERO said before an evidence failure errored the case."""
+    child_exit: NotRequired[int | None]
+    nodeid: NotRequired[str]
+
+
+def record_from_json(data: Any) -> CaseRecord:
+    """A record read back from JSON (results.jsonl, a report's user property).
+
+    Refuses what is not a case record at all; the fields are trusted as written, since
+    only this package writes them.
+    """
+    if not isinstance(data, dict) or "case" not in data:
+        raise ValueError(f"not a pytest-libero case record: {str(data)[:200]}")
+    return cast(CaseRecord, data)
+
+
+def record_to_json(record: CaseRecord) -> str:
+    """The record as one line of JSON (results.jsonl, the report's user property)."""
+    return json.dumps(record, sort_keys=True, default=str)

@@ -1,0 +1,1 @@
+"""The case folder: lossless observation streams, action chunks, the video, and reading them back."""

@@ -1,0 +1,59 @@
+"""The case folder's names and its exact JSON form of arrays.
+
+Shared by the writer and the reader so both agree on every file name and byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.protocol.errors import EpisodeError
+from pytest_libero.protocol.hashing import array_sha256
+
+FORMAT = "pytest-libero-case-evidence/1"
+INDEX_NAME = "observations.jsonl"
+ACTIONS_NAME = "actions.jsonl"
+VIDEO_NAME = "episode.mp4"
+
+CAMERA_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class EvidenceError(EpisodeError):
+    """Evidence could not be written or read back; it names the file and the cause.
+
+    ``summary`` holds what close() could still account for, when it raised.
+    """
+
+    kind = "evidence"
+    cause = "evidence"
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def stream_name(camera: str) -> str:
+    """File name of a camera's lossless stream inside the case folder."""
+    return f"observations.{camera}.mkv"
+
+
+def encode_array(array: np.ndarray) -> dict[str, Any]:
+    """Exact, self-describing JSON form of an array: dtype, shape, base64 bytes."""
+    contiguous = np.ascontiguousarray(array)
+    return {
+        "dtype": contiguous.dtype.str,
+        "shape": list(contiguous.shape),
+        "base64": base64.b64encode(contiguous.tobytes()).decode("ascii"),
+        "sha256": array_sha256(contiguous),
+    }
+
+
+def decode_array(record: Mapping[str, Any]) -> np.ndarray:
+    """Inverse of the JSON array form; the bytes come back exactly."""
+    raw = base64.b64decode(record["base64"])
+    return np.frombuffer(raw, dtype=np.dtype(record["dtype"])).reshape(record["shape"]).copy()

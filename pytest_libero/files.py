@@ -1,0 +1,63 @@
+"""Writing and reading the project's files so that a crash never leaves half of one.
+
+One atomic writer (temp file, fsync, rename), one JSON-lines reader with one rule for
+a torn last line, and one tail for the logs shown in error messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class CorruptLine(ValueError):
+    """A JSON line other than a torn last one does not parse: the file was damaged."""
+
+
+def write_text_atomic(target: Path, text: str) -> Path:
+    """Replace ``target`` so that a reader sees the old file or the new one, whole."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    tmp.replace(target)
+    return target
+
+
+def write_json_atomic(target: Path, data: Any) -> Path:
+    """JSON with sorted keys, written atomically (see :func:`write_text_atomic`)."""
+    return write_text_atomic(target, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield each line's object.
+
+    Lines are written whole and end in a newline, so a last line without one was cut
+    short by a killed writer: it is ignored. Any other line that does not parse raises
+    :class:`CorruptLine` naming the file and the line: nothing is skipped silently.
+    """
+    with path.open("r", encoding="utf-8") as stream:
+        for number, line in enumerate(stream, start=1):
+            if not line.endswith("\n"):
+                return  # torn: only ever the last line
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorruptLine(f"{path}:{number}: not a JSON line ({exc})") from None
+
+
+def tail(text: str, lines: int = 30, empty: str = "(no output)") -> str:
+    """The last ``lines`` lines of a log, for an error message."""
+    return "\n".join(text.strip("\n").splitlines()[-lines:]) or empty
+
+
+def tail_of(path: Path, lines: int = 30) -> str:
+    """The tail of a log file; says so when there is none."""
+    try:
+        return tail(path.read_text(errors="replace"), lines)
+    except OSError:
+        return "(no output captured)"

@@ -1,0 +1,1 @@
+"""The protocol: fixed values, budgets, hashing, identity, and why cases error."""

@@ -1,0 +1,31 @@
+"""The protocol identity (P12), and the digests of the packaged catalog and inventory.
+
+The protocol identity is a sha256 over a canonical JSON of everything that defines
+what a result means: the catalog bytes, the inventory bytes and the fixed parameters
+(source pin, suites, selection, P4-P9). It must not move when code is refactored; a
+golden test pins it. The data files are hashed as bytes, straight from the package.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pytest_libero.data import CATALOG_FILE, INVENTORY_FILE, data_path
+from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
+from pytest_libero.protocol.parameters import protocol_parameters
+
+
+@cache
+def data_digests() -> dict[str, str]:
+    """sha256 of the packaged catalog and inventory files."""
+    return {
+        "catalog_sha256": sha256_bytes(data_path(CATALOG_FILE).read_bytes()),
+        "inventory_sha256": sha256_bytes(data_path(INVENTORY_FILE).read_bytes()),
+    }
+
+
+@cache
+def protocol_identity() -> str:
+    """The digest that names this protocol; it changes only when the protocol does."""
+    payload = {**data_digests(), "parameters": protocol_parameters()}
+    return "libero-protocol-v1:" + sha256_bytes(canonical_json(payload))[:32]
