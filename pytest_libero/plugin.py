@@ -40,14 +40,10 @@ from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
-from pytest_libero.report.progress import case_progress
 from pytest_libero.report.terminal import TerminalSummary
 from pytest_libero.results.folder import RunFolder, read_results
 from pytest_libero.results.merge import load_run, run_difference
-from pytest_libero.results.recorder import (
-    Recorder,
-    run_identity,
-)
+from pytest_libero.results.recorder import Recorder, run_identity
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
@@ -258,7 +254,7 @@ def libero_case(
             request.node.user_properties.append((UNATTEMPTED_PROPERTY, stop))
             pytest.skip(f"not attempted: {gone}")
     cap = libero_plan.budget_for(libero_entry).control_cap
-    with case_progress(request.config, libero_entry.case_id, cap) as progress:
+    with live_progress.case_progress(request.config, libero_entry.case_id, cap) as progress:
         if isolation(request.config) == "process":
             record = run_isolated(libero_plan, libero_entry, case_dir,
                                   watchdog(request.config, libero_plan), progress=progress.update)

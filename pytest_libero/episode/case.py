@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytest_libero.adapters import load_adapter
 from pytest_libero.adapters.base import EPISODE_MEMBERS, missing_members
@@ -28,7 +28,6 @@ from pytest_libero.episode.loop import (
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import Policy
-from pytest_libero.protocol.budgets import Budget
 from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError
 
 Phase = Callable[[str], None]
@@ -174,21 +173,13 @@ def _assemble(
     started: float,
     policy_metadata: Mapping[str, Any],
 ) -> CaseRecord:
-    entry_record: EntryRecord = {
-        "suite": entry.suite,
-        "index": entry.index,
-        "name": entry.name,
-        "language": entry.language,
-        "bddl_file": entry.bddl_file,
-        "init_states_file": entry.init_states_file,
-    }
     return {
         "case": entry.case_id,
-        "entry": entry_record,
+        "entry": cast(EntryRecord, entry.as_dict()),
         "profile": plan.profile.name,
         "evidence_class": plan.evidence_class,
         "track": plan.track,
-        "budget": budget_record(plan.budget_for(entry)),
+        "budget": cast(BudgetRecord, plan.budget_for(entry).as_dict()),
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
         "policy_metadata": dict(policy_metadata),
@@ -208,12 +199,3 @@ def _assemble(
         "pid": os.getpid(),
     }
 
-
-def budget_record(budget: Budget) -> BudgetRecord:
-    return BudgetRecord(
-        mode=budget.mode,
-        control_cap=budget.control_cap,
-        cap_source=budget.cap_source,
-        replan_interval=budget.replan_interval,
-        max_policy_calls=budget.max_policy_calls,
-    )
