@@ -71,6 +71,10 @@ def test_merge_baseline_gate_and_refusals(tmp_path: Path) -> None:
     other = shard_folder(tmp_path / "x", 2, {"libero_10-01": "success"}, track="rgb+proprio")
     refused = merge(str(a), str(other), "--out", str(tmp_path / "m2"))
     assert refused.returncode == 2 and "budgets differs" in refused.stderr
+    checkpoint = shard_folder(tmp_path / "z", 2, {"libero_10-01": "success"},
+                              profile={"name": "zero", "sha256": "abc", "options": {"ckpt": "b"}})
+    refused = merge(str(a), str(checkpoint), "--out", str(tmp_path / "m4"))
+    assert refused.returncode == 2 and "policy options differs ({'ckpt': 'b'} vs {})" in refused.stderr
     twice = shard_folder(tmp_path / "y", 2, {"libero_10-00": "success"})
     duplicate = merge(str(a), str(twice), "--out", str(tmp_path / "m3"))
     assert duplicate.returncode == 2 and "appears in both" in duplicate.stderr

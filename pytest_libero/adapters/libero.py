@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,15 +30,24 @@ from pytest_libero.protocol.parameters import (
 )
 
 
+def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
+    """MUJOCO_GL and PYOPENGL_PLATFORM as the simulator will see them: EGL unless the
+    operator chose otherwise (what run.json records, too)."""
+    backend = environ.get("MUJOCO_GL", "egl")
+    chosen = {"MUJOCO_GL": backend}
+    if backend == "egl" or "PYOPENGL_PLATFORM" in environ:
+        chosen["PYOPENGL_PLATFORM"] = environ.get("PYOPENGL_PLATFORM", "egl")
+    return chosen
+
+
 def prepare_simulator_environment() -> None:
     """Pick the headless renderer and quiet robosuite's import-time macro warning.
 
     Must run before robosuite or mujoco is imported; the operator's own
     MUJOCO_GL / PYOPENGL_PLATFORM win if set.
     """
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    if os.environ["MUJOCO_GL"] == "egl":
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    for name, value in headless_rendering(os.environ).items():
+        os.environ.setdefault(name, value)
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.episode.record import CaseRecord
+from pytest_libero.episode.record import RECORD_SCHEMA, CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import RunFolder, new_run_id, read_results
 from pytest_libero.results.summary import summarize
@@ -22,7 +22,9 @@ _Key = Callable[[dict[str, Any]], Any]
 _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("protocol identity", lambda run: run["protocol_identity"]),
     ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
+    ("policy options", lambda run: run["plan"]["profile"].get("options") or {}),
     ("out-of-bounds rule", lambda run: run["plan"]["profile"].get("out_of_bounds", "error")),
+    ("record schema", lambda run: run.get("record_schema", RECORD_SCHEMA)),
     ("selection", lambda run: run["plan"]["selection"]),
     ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],

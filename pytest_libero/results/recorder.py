@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.adapters.libero import headless_rendering
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
@@ -146,6 +147,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
             installed[dist] = version(dist)
         except PackageNotFoundError:
             installed[dist] = None
+    rendering = headless_rendering(os.environ)
     return {
         "run_id": run_id,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -162,8 +164,8 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
             "cpus": os.cpu_count(),
         },
         "render": {
-            "backend": os.environ.get("MUJOCO_GL", "egl"),
-            "pyopengl_platform": os.environ.get("PYOPENGL_PLATFORM"),
+            "backend": rendering["MUJOCO_GL"],
+            "pyopengl_platform": rendering.get("PYOPENGL_PLATFORM"),
             "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
             "mode": plan.render,
