@@ -16,7 +16,8 @@ from pytest_libero.catalog.entries import Entry
 from pytest_libero.policy.contract import Observation
 
 ADAPTER_METHODS = ("open",)
-EPISODE_MEMBERS = ("observe", "step", "frame", "renders", "close", "identity", "init_controls")
+EPISODE_METHODS = ("observe", "step", "frame", "renders", "close")
+EPISODE_ATTRIBUTES = ("identity", "init_controls")
 
 
 class EpisodeEnv(Protocol):
@@ -61,12 +62,11 @@ class BenchmarkAdapter(Protocol):
     ) -> Episode: ...
 
 
-def missing_members(obj: object, names: tuple[str, ...]) -> list[str]:
-    """The names ``obj`` lacks (methods must also be callable)."""
-    missing = []
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is None or (name in ("open", "observe", "step", "frame", "renders", "close")
-                             and not callable(value)):
-            missing.append(name)
-    return missing
+def missing_members(
+    obj: object, methods: tuple[str, ...], attributes: tuple[str, ...] = ()
+) -> list[str]:
+    """The methods ``obj`` lacks (or has as something not callable), then its missing
+    attributes."""
+    return [name for name in methods if not callable(getattr(obj, name, None))] + [
+        name for name in attributes if getattr(obj, name, None) is None
+    ]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_libero.adapters import load_adapter
-from pytest_libero.adapters.base import EPISODE_MEMBERS, missing_members
+from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, missing_members
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.loop import (
@@ -104,7 +104,7 @@ def run_case(
             render=plan.render,
             video_stride=plan.video_stride,
         )
-        missing = missing_members(episode, EPISODE_MEMBERS)
+        missing = missing_members(episode, EPISODE_METHODS, EPISODE_ATTRIBUTES)
         if missing:
             getattr(episode, "close", lambda: None)()
             raise EnvironmentFault(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -139,9 +139,6 @@ class EpisodeResult:
     chunks: list[ChunkSummary] = field(default_factory=list)
     error: ErrorRecord | None = None
     clipping: ClipTally = field(default_factory=ClipTally)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def describe(self) -> str:
         """One line a person reads in the pytest report."""

@@ -77,9 +77,6 @@ class Clipping:
     values: int
     max_excess: float
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"values": self.values, "max_excess": self.max_excess}
-
 
 def clip_prefix(prefix: np.ndarray) -> tuple[np.ndarray, Clipping | None]:
     """The prefix clipped to [-1, 1] as robosuite's controllers would clip it, and what

@@ -37,7 +37,14 @@ class ServedProfile(Protocol):
     @property
     def start_hint(self) -> str: ...
 
-__all__ = ["ServedProfile", "preflight", "probe_server", "server_gone", "wait_for_health"]
+__all__ = [
+    "ServedProfile",
+    "connect_within",
+    "preflight",
+    "probe_server",
+    "server_gone",
+    "wait_for_health",
+]
 
 
 def wait_for_health(
@@ -82,12 +89,25 @@ def probe_server(
     Raises ServerUnavailable when nothing answers in time, and the client's other
     errors (ProtocolViolation, ServerError) when something answers wrongly.
     """
-    deadline = time.monotonic() + wait_s
-    wait_for_health(endpoint, deadline, connect_timeout, on_wait=on_wait)
     with WebsocketPolicyClient(
         endpoint, connect_timeout=connect_timeout, call_timeout=connect_timeout
     ) as client:
-        return client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
+        return connect_within(client, wait_s, on_wait=on_wait)
+
+
+def connect_within(
+    client: WebsocketPolicyClient,
+    wait_s: float,
+    *,
+    health: bool = True,
+    on_wait: Callable[[ServerUnavailable], None] | None = None,
+) -> dict[Any, Any]:
+    """Open ``client``'s connection (GET /healthz first, unless ``health`` is False) and
+    return the metadata frame, all within ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    if health:
+        wait_for_health(client.uri, deadline, client.connect_timeout, on_wait=on_wait)
+    return client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
 
 
 def preflight(profile: ServedProfile, on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:

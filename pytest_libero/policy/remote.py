@@ -8,22 +8,21 @@ connects afresh, so one bad call costs one case, never the run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.probe import wait_for_health
+from pytest_libero.policy.probe import connect_within
 from pytest_libero.policy.websocket import WebsocketPolicyClient
 
 
 class WebsocketPolicy:
     """Implements the Policy protocol over :class:`WebsocketPolicyClient`.
 
-    Each episode gets its own connection: the server resets its policy when a
-    connection opens, so a connection is the episode boundary whatever the request
-    layout sends (see serve.py).
+    Each episode gets its own connection: pytest-libero's server resets its policy
+    before a connection's first request, so a connection is the episode boundary
+    whatever the request layout sends (see policy/server.py).
     """
 
     def __init__(
@@ -47,10 +46,7 @@ class WebsocketPolicy:
     def reset(self) -> None:
         """Start an episode on a new connection, waiting up to ``wait_s`` for the server."""
         self.client.close()
-        deadline = time.monotonic() + self.wait_s
-        if self.connections == 0:
-            wait_for_health(self.endpoint, deadline, self.client.connect_timeout)
-        metadata = self.client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
+        metadata = connect_within(self.client, self.wait_s, health=self.connections == 0)
         self.metadata = {str(k): v for k, v in metadata.items()}
         self.connections += 1
 
