@@ -237,10 +237,13 @@ def schedule_a(job: dict[str, Any]) -> dict[str, Any]:
     actions = np.asarray(job["actions"], dtype=np.float64)
     k, n = job["k"], len(actions)
     entry = c.entry(job["suite"], job["task"])
-    # The adapter installs released state INIT_STATE_INDEX (0 in fast mode) and seeds
-    # SEED: point both at this job's values; nothing else of the adapter changes.
-    setattr(adapter, "INIT_STATE_INDEX", job["state"])  # noqa: B010
-    setattr(adapter, "SEED", job["seed"])  # noqa: B010
+    if job["mode"] == "full":
+        entry = entry.at_state(job["state"])  # the plugin's full-mode case, unchanged
+    else:
+        # Fast mode installs released state INIT_STATE_INDEX (0) and seeds SEED: point
+        # both at this job's values; nothing else of the adapter changes.
+        setattr(adapter, "INIT_STATE_INDEX", job["state"])  # noqa: B010
+        setattr(adapter, "SEED", job["seed"])  # noqa: B010
 
     # Record the settling controls too: wrap the env's step while the adapter builds.
     from libero.libero.envs import OffScreenRenderEnv
@@ -298,6 +301,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     from libero.libero import benchmark, get_libero_path
     from libero.libero.envs import OffScreenRenderEnv
 
+    from pytest_libero.adapters.libero import random_state_digest
     from pytest_libero.catalog.inventory import states_sha256
 
     actions = np.asarray(job["actions"], dtype=np.float64)
@@ -314,9 +318,22 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
         env.reset()
     build_s = time.perf_counter() - t0
     results: list[dict[str, Any]] = []
+    sampled = set(job["states"])
+    order = range(max(sampled) + 1) if job.get("every_state") else job["states"]
     try:
-        for state_index in job["states"]:
+        for state_index in order:
+            if state_index not in sampled:
+                # An episode openpi runs and this sample does not compare: its reset,
+                # state and waits, unrendered (renders never touch the physics).
+                env.reset()
+                quiet = c.CameraGate(env.env, CAMERA_FIELDS, 256)
+                quiet.want = False
+                env.set_init_state(initial_states[state_index])
+                for _ in range(wait):
+                    env.step(dummy)
+                continue
             t1 = time.perf_counter()
+            random_state = random_state_digest()
             env.reset()
             gate = c.CameraGate(env.env, CAMERA_FIELDS, 256) if job.get("gate") else None
             obs = env.set_init_state(initial_states[state_index])
@@ -346,6 +363,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
                 t += 1
             results.append(rec.result(
                 build_s=build_s if not results else 0.0, episode_s=time.perf_counter() - t1,
+                random_state_sha256=random_state,
                 inputs={"bddl_file": bddl, "state_sha256": states_sha256(
                     np.ascontiguousarray(initial_states[state_index], dtype=np.float64))},
             ))
@@ -515,15 +533,85 @@ HEADERS = ["case", "state", "N", "obs identical", "images identical", "encoders 
            "sim max|d|", "moved most (B)", "robot touched (B)", "verdict"]
 
 
+SAMPLE_TASKS = {
+    # Per suite, a task without and a task with fixtures whose BDDL gives a placement
+    # range (moved by reset() in the model itself), where known.
+    "libero_spatial": "0,3", "libero_object": "0,5", "libero_goal": "0,4",
+    "libero_10": "0,3", "libero_90": "0,45",
+}
+REPLAY_FILES = {("libero_object", 0): "tests/data/replay_libero_object_00.npy"}
+
+
+def suite_cases(suite: str, tasks: str, states: str, actions: str, seed: int) -> list[dict[str, Any]]:
+    """--suite: the cases for TASKS x STATES of one suite ('all' tasks allowed)."""
+    from pytest_libero.catalog.entries import load_catalog
+    from pytest_libero.catalog.selection import parse_init_states, parse_task_ids
+
+    n_tasks = len(load_catalog().suite_entries(suite))
+    ids = range(n_tasks) if tasks == "all" else parse_task_ids(tasks)
+    state_list = ",".join(str(i) for i in parse_init_states(states))
+    cases = []
+    for t in ids:
+        spec = REPLAY_FILES.get((suite, t), "rand60") if actions == "replay" else actions
+        cases.append(parse_case(f"{suite}:{t}:{state_list}:{spec}", seed))
+    return cases
+
+
+def _a_job(base: dict[str, Any], state: int, args: argparse.Namespace) -> dict[str, Any]:
+    return {**base, "state": state, "mode": args.schedule_a, "seed": args.seed_a, "render": args.a_render}
+
+
+def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seconds: float) -> None:
+    """Merge this run's per-suite verdicts into the package's validation report."""
+    report = json.loads(path.read_text()) if path.exists() else {}
+    report.setdefault("schema", "pytest-libero-schedule-validation/1")
+    suites = report.setdefault("suites", {})
+    for suite in sorted({d["suite"] for d in dump}):
+        rows = [d for d in dump if d["suite"] == suite]
+        run = {
+            "command": command,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "versions": versions(),
+            "machine": c.machine_note(),
+            "wall_s": round(seconds),
+            "episodes": len(rows),
+            "episodes_identical": sum(1 for d in rows if d["identical"]),
+            "observations": sum(max(d["comparison"]["obs_a"], d["comparison"]["obs_b"]) for d in rows),
+            "observations_identical": sum(d["comparison"]["obs_matched"] for d in rows),
+            "controls": sum(d["comparison"]["controls_b"] for d in rows),
+            "sample": sorted({f"task {d['task']}" for d in rows}, key=lambda t: int(t.split()[1])),
+            "states": sorted({d["state"] for d in rows}),
+            "differences": [f"task {d['task']} state {d['state']}: {d['difference']}"
+                            for d in rows if not d["identical"]],
+        }
+        entry = suites.setdefault(suite, {"runs": []})
+        entry["runs"].append(run)
+        entry["passed"] = all(r["episodes_identical"] == r["episodes"] for r in entry["runs"])
+    path.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    from pytest_libero.protocol.parameters import SEED, SETTLE_CONTROLS
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_libero.protocol.parameters import FULL_SEED, SEED, SETTLE_CONTROLS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", action="append", help="SUITE:TASK:STATES:ACTIONS (repeatable)")
+    parser.add_argument("--suite", help="validate this suite: --tasks x --states, --actions each")
+    parser.add_argument("--tasks", help="with --suite: task ids (0,3 / 0-9) or all [default: a "
+                                        "sample of two per suite]")
+    parser.add_argument("--states", default="0,25,49", help="with --suite: init states [0,25,49]")
+    parser.add_argument("--actions", default="replay",
+                        help="with --suite: randN, a .npy path, or replay (the committed replay "
+                             "file where one exists, else rand60) [replay]")
+    parser.add_argument("--schedule-a", choices=("full", "fast"), default="full",
+                        help="A is the plugin's full mode (default) or its fast mode")
     parser.add_argument("-k", "--replan-interval", type=int, default=5)
-    parser.add_argument("--seed-a", type=int, default=SEED, help="schedule A's env seed (the plugin's)")
-    parser.add_argument("--seed-b", type=int, default=7, help="schedule B's env seed (openpi 7, OFT 0)")
+    parser.add_argument("--seed-a", type=int, default=SEED,
+                        help="fast-mode A's env seed (full mode seeds 7 itself)")
+    parser.add_argument("--seed-b", type=int, default=FULL_SEED,
+                        help="schedule B's env seed (openpi 7, OFT 0)")
     parser.add_argument("--wait", type=int, default=10, help="schedule B's wait steps")
     parser.add_argument("--action-seed", type=int, default=0, help="numpy seed of randN actions")
     parser.add_argument("--a-render", choices=("consumed", "all"), default="consumed",
@@ -533,63 +621,78 @@ def main(argv: list[str] | None = None) -> int:
                              "as many bare resets as B did before that episode, then the episode; "
                              "compared with B (does env reuse carry more than the RNG stream?); "
                              "reported apart, not part of the exit status")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="episodes run side by side [2]")
     parser.add_argument("--json", type=Path, help="write the traces and the comparison here")
+    parser.add_argument("--record", nargs="?", const=c.ROOT / "pytest_libero/data/full_mode_validation.json",
+                        type=Path, help="merge the per-suite verdicts into this report "
+                                        "[the package's full_mode_validation.json]")
     args = parser.parse_args(argv)
     if args.wait != SETTLE_CONTROLS:
         print(f"note: B waits {args.wait} steps, the plugin settles {SETTLE_CONTROLS}")
-
-    cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
+    full = args.schedule_a == "full"
+    if args.suite:
+        tasks = args.tasks or SAMPLE_TASKS[args.suite]
+        cases = suite_cases(args.suite, tasks, args.states, args.actions, args.action_seed)
+    else:
+        cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
     print(c.machine_note())
     print(versions())
-    print(f"A: fresh process + env per episode, plugin adapter and loop, seed {args.seed_a}, "
-          f"render {args.a_render}.  B: one env per task, seed {args.seed_b} once, states in "
-          f"order, reset + set_init_state + {args.wait} waits, native rendering.  K={args.replan_interval}")
+    a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i positioning "
+              "resets, its adapter and loop" if full else
+              f"the plugin's fast mode: fresh process + env per episode, seed {args.seed_a}")
+    print(f"A: {a_text}, render {args.a_render}.  B: one env per task, seed {args.seed_b} once, "
+          f"{'every state up to the last sampled one' if full else 'the listed states'} in order, "
+          f"reset + set_init_state + {args.wait} waits, native rendering.  K={args.replan_interval}")
     t_start = time.perf_counter()
     rows, r_rows, dump, details, r_details = [], [], [], [], []
-    all_match = True
+    pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
+    pending = []
     for case in cases:
         base = {"suite": case["suite"], "task": case["task"], "actions": case["actions"].tolist(),
                 "k": args.replan_interval, "wait": args.wait}
+        b_future = pool.submit(in_fresh_process, "schedule_b",
+                               {**base, "states": case["states"], "seed": args.seed_b, "every_state": full})
+        a_futures = [pool.submit(in_fresh_process, "schedule_a", _a_job(base, state, args))
+                     for state in case["states"]]
+        pending.append((case, base, b_future, a_futures))
+    for case, base, b_future, a_futures in pending:
         print(f"\n{case['suite']} task {case['task']}: states {case['states']}, actions {case['label']}",
               flush=True)
-        tb = time.perf_counter()
-        b_runs = in_fresh_process("schedule_b", {**base, "states": case["states"], "seed": args.seed_b})
-        print(f"  B: {len(b_runs)} episodes in one env, {time.perf_counter() - tb:.1f} s", flush=True)
-        for position, (state, b) in enumerate(zip(case["states"], b_runs)):
-            ta = time.perf_counter()
-            a = in_fresh_process("schedule_a", {**base, "state": state, "seed": args.seed_a,
-                                                "render": args.a_render})
+        b_runs = b_future.result()
+        for position, (state, b, a_future) in enumerate(zip(case["states"], b_runs, a_futures)):
+            a = a_future.result()
             cmp = compare(a, b)
             ident, inputs = a["identity"], b["inputs"]
             same_inputs = (ident["state_sha256"] == inputs["state_sha256"]
                            and Path(ident["bddl_file"]).resolve() == Path(inputs["bddl_file"]).resolve()
                            and ident["init_state_index"] == state)
+            difference = None
             if not same_inputs:
+                difference = "inputs (bddl/state) differ"
+            elif full and ident.get("schedule", {}).get("random_state_sha256") != b["random_state_sha256"]:
+                difference = "random stream position before reset() differs"
+            elif not (cmp["match"] and cmp["diag_match"]):
+                difference = _detail(case, state, cmp)
+            if difference and cmp["first_obs_diff"] is None:
                 cmp["match"] = False
-                cmp["first_obs_diff"] = {"call": 0, "executed": None,
-                                         "fields": ["inputs (bddl/state)"], "sizes": {}}
-            ok = cmp["match"] and cmp["diag_match"]
-            print(f"  A: state {state}, {time.perf_counter() - ta:.1f} s "
-                  f"(build {a['build_s']:.1f}, episode {a['episode_s']:.1f}); "
+                cmp["first_obs_diff"] = {"call": 0, "executed": None, "fields": [difference], "sizes": {}}
+            ok = difference is None
+            print(f"  A: state {state} (build {a['build_s']:.1f} s, episode {a['episode_s']:.1f} s); "
                   f"{'identical' if ok else 'DIFFERENT'} to B", flush=True)
-            all_match &= ok
             rows.append(_row(case, state, cmp, a, b))
             details.append(_detail(case, state, cmp))
             record = {"suite": case["suite"], "task": case["task"], "state": state, "position": position,
-                      "comparison": cmp, "a": a, "b": b}
+                      "comparison": cmp, "identical": ok, "difference": difference, "a": a, "b": b}
             if args.replay_rng:
-                tr = time.perf_counter()
                 r = in_fresh_process("schedule_b", {**base, "states": [state], "seed": args.seed_b,
-                                                    "prefix_resets": position, "gate": True})[0]
+                                                    "prefix_resets": state if full else position,
+                                                    "gate": True})[0]
                 r_cmp = compare(r, b)
-                print(f"  R: state {state} after {position} bare resets, "
-                      f"{time.perf_counter() - tr:.1f} s; "
-                      f"{'identical' if r_cmp['match'] and r_cmp['diag_match'] else 'DIFFERENT'} to B",
-                      flush=True)
                 r_rows.append(_row(case, state, r_cmp, r, b))
                 r_details.append(_detail(case, state, r_cmp))
                 record.update(r=r, r_comparison=r_cmp)
             dump.append(record)
+    pool.shutdown()
     wall = time.perf_counter() - t_start
     print("\nA (the plugin) vs B (the reference loop); X = A")
     c.print_table(HEADERS, rows)
@@ -605,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     n_obs = sum(max(d["comparison"]["obs_a"], d["comparison"]["obs_b"]) for d in dump)
     n_ok = sum(d["comparison"]["obs_matched"] for d in dump)
     n_img = sum(d["comparison"]["images_matched"] for d in dump)
-    n_match = sum(1 for d in dump if d["comparison"]["match"] and d["comparison"]["diag_match"])
+    n_match = sum(1 for d in dump if d["identical"])
     print(f"\nA vs B: {n_match}/{len(dump)} episodes identical; {n_ok}/{n_obs} delivered observations "
           f"identical in all 3 hashes, {n_img}/{n_obs} with both images identical")
     if r_rows:
@@ -617,7 +720,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(_public(dump), indent=1, default=str))
         print(f"traces: {args.json}")
-    return 0 if all_match else 1
+    if args.record:
+        if not full:
+            raise SystemExit("--record validates full mode; drop --schedule-a=fast")
+        command = "python bench/validate_schedule.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        record_validation(args.record, dump, command, wall)
+        print(f"verdicts merged into {args.record}")
+    return 0 if n_match == len(dump) else 1
 
 
 if __name__ == "__main__":

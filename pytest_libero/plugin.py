@@ -87,7 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_libero.catalog.inventory import load_inventory, verify_entries
 
             load_adapter(plan.adapter)  # an adapter that cannot work is a usage error
-            verify_entries([e.as_dict() for e in plan.entries], load_inventory())
+            tasks = {e.task_id: e.as_dict() for e in plan.entries}  # a task once, all its states
+            verify_entries(tasks.values(), load_inventory())
             plan.profile.build_policy().close()  # a bad factory or option is a usage error
             if config.option.collectonly:
                 config.stash[PLAN_KEY] = plan  # listing cases writes no run folder

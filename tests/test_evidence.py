@@ -178,6 +178,7 @@ def test_observations_actions_and_video_round_trip(tmp_path: Path) -> None:
     boxes = top_level_boxes(tmp_path / "case" / VIDEO_NAME)
     assert boxes.index("moov") < boxes.index("mdat")
 
+    assert summary["level"] == "full"  # the default level keeps every observation
     assert summary["observations"]["count"] == 5
     assert {c: s["frames"] for c, s in summary["observations"]["streams"].items()} == {c: 5 for c in CAMERAS}
     assert summary["actions"] == {"path": ACTIONS_NAME, "replies": 5, "executed_controls": 12}

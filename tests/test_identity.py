@@ -6,16 +6,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
 from pytest_libero.protocol.identity import protocol_identity
 from pytest_libero.protocol.parameters import protocol_parameters
 
 # Changing this value is a protocol change: say so in the commit and the changelog.
 GOLDEN = "libero-protocol-v1:3bbf69ed0165df6faf45b4123da1da75"
+GOLDEN_FULL = "libero-protocol-full-v1:91b74f81ad561ebc3e585b594d162498"
 
 
 def test_protocol_identity_is_pinned() -> None:
-    assert protocol_identity() == GOLDEN
+    assert protocol_identity() == protocol_identity("fast") == GOLDEN
+
+
+def test_full_mode_has_its_own_identity() -> None:
+    assert protocol_identity("full") == GOLDEN_FULL
+    with pytest.raises(ValueError, match="no protocol identity for mode 'quick'"):
+        protocol_identity("quick")
 
 
 def test_identity_moves_when_a_parameter_moves() -> None:

@@ -54,7 +54,9 @@ def test_cli_overrides_ini(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--libero-mode=full"], "*full mode is not available*--libero-mode=fast*"),
+        (["--libero-init-states=0-3"], "*--libero-init-states needs --libero-mode=full*"),
+        (["--libero-mode=full", "--libero-init-states=50"], "*init states 0-49; got ?50?*"),
+        (["--libero-evidence=some"], "*--libero-evidence='some' is unknown; allowed: full, replayable*"),
         (["--libero-scope=huge"], "*--libero-scope='huge' is unknown; allowed: smoke, development*"),
         (["--libero-scope=task_coverage", "--libero-suite=libero_10"], "*needs both*"),
         (["--libero-scope=task_coverage", "--libero-suite=libero_11", "--libero-task-ids=0"],

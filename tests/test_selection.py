@@ -51,7 +51,7 @@ def test_all_is_130_once_in_native_order() -> None:
 @pytest.mark.parametrize(
     ("request_", "words"),
     [
-        (SelectionRequest(mode="full"), "full mode is not available"),
+        (SelectionRequest(init_states=(0,)), "--libero-init-states needs --libero-mode=full"),
         (SelectionRequest(mode="quick"), "allowed: fast, full"),
         (SelectionRequest("everything"), "allowed: smoke, development, task_coverage, all"),
         (SelectionRequest("task_coverage", "libero_100", (0,)), "not a LIBERO suite"),

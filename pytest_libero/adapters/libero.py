@@ -3,6 +3,13 @@
 It builds a fresh native environment per episode, installs the released init state,
 runs the settling controls, turns native observations into the protocol's
 :class:`Observation` and reports LIBERO's own success after every control.
+
+Fast mode seeds 20260907 and starts from state 0 (P3). A full-mode case (an entry with
+``state``) reproduces episode ``state`` of openpi's loop, which seeds 7 once and runs
+the states in order in one environment: reusing that environment carries nothing into
+an episode but the position of numpy's global random stream, which ``reset()`` draws
+placements from (docs/full-mode.md). So the case seeds 7 and makes ``state`` soft
+resets first: the same draws, without rebuilding the model each time.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
-from pytest_libero.protocol.hashing import sha256_file
+from pytest_libero.protocol.hashing import sha256_bytes, sha256_file
 from pytest_libero.protocol.parameters import (
     CAMERAS,
+    FULL_SEED,
     IMAGE_SIZE,
     INIT_STATE_INDEX,
     SEED,
@@ -49,6 +57,12 @@ def prepare_simulator_environment() -> None:
     for name, value in headless_rendering(os.environ).items():
         os.environ.setdefault(name, value)
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+
+
+def random_state_digest() -> str:
+    """sha256 of numpy's global random state: where the next reset's draws begin."""
+    name, key, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    return sha256_bytes(f"{name}:{pos}:{has_gauss}:{cached!r}:".encode() + np.asarray(key).tobytes())
 
 
 class RenderGate:
@@ -121,16 +135,19 @@ class LiberoEpisode:
 
         bddl, states_file = installed_files(self.entry.bddl_file, self.entry.init_states_file)
         states = load_states(states_file)
-        state = np.ascontiguousarray(states[INIT_STATE_INDEX], dtype=np.float64)
+        full = self.entry.state is not None
+        index = self.entry.state if self.entry.state is not None else INIT_STATE_INDEX
+        seed = FULL_SEED if full else SEED
+        state = np.ascontiguousarray(states[index], dtype=np.float64)
         self.identity = {
             "bddl_file": str(bddl),
             "bddl_sha256": sha256_file(bddl),
             "init_file": str(states_file),
             "init_file_sha256": sha256_file(states_file),
             "states_array_sha256": states_sha256(states),
-            "init_state_index": INIT_STATE_INDEX,
+            "init_state_index": index,
             "state_sha256": states_sha256(state),
-            "seed": SEED,
+            "seed": seed,
         }
         self._env = OffScreenRenderEnv(
             bddl_file_name=str(bddl),
@@ -139,7 +156,9 @@ class LiberoEpisode:
             horizon=SETTLE_CONTROLS + control_cap + 1,
             ignore_done=True,
         )
-        self._env.seed(SEED)
+        self._env.seed(seed)
+        if full:
+            self._position_random_stream(index)
         self._env.reset()
         if self.render == "consumed":
             self._install_gates()
@@ -150,6 +169,26 @@ class LiberoEpisode:
             self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
+
+    def _position_random_stream(self, episodes_before: int) -> None:
+        """Draw what ``episodes_before`` native resets draw, without rebuilding the model.
+
+        A soft reset (robosuite's hard_reset off) samples the same placements from the
+        same stream as a hard one; the episode's own reset stays native and hard.
+        """
+        inner = self._env.env
+        hard = inner.hard_reset
+        inner.hard_reset = False
+        try:
+            for _ in range(episodes_before):
+                inner.reset()
+        finally:
+            inner.hard_reset = hard
+        self.identity["schedule"] = {
+            "mode": "full",
+            "positioning_resets": episodes_before,
+            "random_state_sha256": random_state_digest(),
+        }
 
     def _install_gates(self) -> None:
         observables = self._env.env._observables

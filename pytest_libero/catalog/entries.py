@@ -6,7 +6,7 @@ they come from; loaded once and shared."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -24,14 +24,25 @@ class Entry:
     language: str
     bddl_file: str
     init_states_file: str
+    state: int | None = None
+    """The released init state a full-mode case starts from; None in fast mode (P3)."""
+
+    @property
+    def task_id(self) -> str:
+        """Suite and two-digit native index: the task, whatever its init state."""
+        return f"{self.suite}-{self.index:02d}"
 
     @property
     def case_id(self) -> str:
-        """Stable, readable pytest id: suite and two-digit native index."""
-        return f"{self.suite}-{self.index:02d}"
+        """Stable, readable pytest id: the task, and ``-s<N>`` for a full-mode state."""
+        return self.task_id if self.state is None else f"{self.task_id}-s{self.state}"
+
+    def at_state(self, state: int) -> Entry:
+        """This task started from released init state ``state`` (a full-mode case)."""
+        return replace(self, state=state)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "suite": self.suite,
             "index": self.index,
             "name": self.name,
@@ -39,6 +50,9 @@ class Entry:
             "bddl_file": self.bddl_file,
             "init_states_file": self.init_states_file,
         }
+        if self.state is not None:
+            data["init_state"] = self.state
+        return data
 
 
 @dataclass(frozen=True)

@@ -11,23 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_libero.catalog.entries import Catalog, Entry
+from pytest_libero.catalog.validation import refuse_unvalidated
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.parameters import SUITES
+from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
 
 SCOPES = ("smoke", "development", "task_coverage", "all")
 MODES = ("fast", "full")
 SMOKE_TASK_IDS = (0, 1)
 DEVELOPMENT_SUITE = "libero_10"
 DEVELOPMENT_TASK_IDS = range(0, 5)
-
-FULL_MODE_REFUSAL = (
-    "native-aligned full mode is not available: it needs a validated per-suite "
-    "task/reset/episode schedule (50 released init states per task) and budgets proven "
-    "equivalent to the baseline evaluators, and neither exists yet. Sampling every task "
-    "once (--libero-scope=all) or re-running failures is not full mode. "
-    "Use --libero-mode=fast."
-)
-
 
 @dataclass(frozen=True)
 class SelectionRequest:
@@ -37,17 +29,35 @@ class SelectionRequest:
     suite: str | None = None
     task_ids: tuple[int, ...] | None = None
     mode: str = "fast"
+    init_states: tuple[int, ...] | None = None
+    """Full mode only: a subset of the released init states (None: all of them)."""
+
+    @property
+    def states(self) -> tuple[int, ...]:
+        """The init states each task runs from in full mode, in native order."""
+        if self.init_states is None:
+            return tuple(range(FULL_STATES_PER_TASK))
+        return self.init_states
+
+    @property
+    def partial_states(self) -> bool:
+        """A full-mode run over fewer than every released state: never a full result."""
+        return self.mode == "full" and self.states != tuple(range(FULL_STATES_PER_TASK))
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "scope": self.scope,
             "suite": self.suite,
             "task_ids": list(self.task_ids) if self.task_ids is not None else None,
             "mode": self.mode,
         }
+        if self.mode == "full":
+            data["init_states"] = list(self.states)
+            data["partial_states"] = self.partial_states
+        return data
 
 
-def parse_task_ids(text: str) -> tuple[int, ...]:
+def parse_task_ids(text: str, option: str = "--libero-task-ids") -> tuple[int, ...]:
     """Parse "0,1,4" or "0-4" or "0-2,7" into sorted unique ints."""
     ids: set[int] = set()
     for part in text.replace(" ", "").split(","):
@@ -61,18 +71,45 @@ def parse_task_ids(text: str) -> tuple[int, ...]:
                 ids.add(int(part))
         except ValueError:
             raise SetupError(
-                f"--libero-task-ids: cannot read {part!r}; "
+                f"{option}: cannot read {part!r}; "
                 "write indices like 0,1,4 or a range like 0-4"
             ) from None
     return tuple(sorted(ids))
 
 
+def parse_init_states(text: str) -> tuple[int, ...]:
+    """Parse "0,17,49" or "0-9" into released init-state indices, checked."""
+    states = parse_task_ids(text, "--libero-init-states")
+    outside = [i for i in states if not 0 <= i < FULL_STATES_PER_TASK]
+    if not states or outside:
+        raise SetupError(
+            f"--libero-init-states={text!r}: each task has released init states "
+            f"0-{FULL_STATES_PER_TASK - 1}; got {outside or 'none'}"
+        )
+    return states
+
+
 def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
-    """Resolve a selection request into entries in native order, or refuse it clearly."""
+    """Resolve a selection request into cases in native order, or refuse it clearly.
+
+    Fast mode: one case per selected entry. Full mode: one per (entry, init state),
+    task then state, for suites whose schedule validation passed.
+    """
     if request.mode not in MODES:
         raise SetupError(f"--libero-mode={request.mode!r} is unknown; allowed: {', '.join(MODES)}")
-    if request.mode == "full":
-        raise SetupError(FULL_MODE_REFUSAL)
+    if request.init_states is not None and request.mode != "full":
+        raise SetupError(
+            "--libero-init-states needs --libero-mode=full: fast mode starts every "
+            "task from init state 0 (P3)"
+        )
+    entries = _select_entries(catalog, request)
+    if request.mode == "fast":
+        return entries
+    refuse_unvalidated(sorted({e.suite for e in entries}))
+    return [entry.at_state(state) for entry in entries for state in request.states]
+
+
+def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     if request.scope not in SCOPES:
         raise SetupError(
             f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"

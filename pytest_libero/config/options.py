@@ -13,7 +13,12 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_libero.catalog.selection import SelectionRequest, parse_shard, parse_task_ids
+from pytest_libero.catalog.selection import (
+    SelectionRequest,
+    parse_init_states,
+    parse_shard,
+    parse_task_ids,
+)
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.policy.factory import parse_policy_options
@@ -44,8 +49,14 @@ OPTIONS = (
     _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
             "libero_object, libero_goal, libero_90, libero_10"),
     _Option("task-ids", "task ids in native order, e.g. 0,1,4 or 0-9"),
-    _Option("mode", "fast (each selected entry once) or full (refused until a validated "
-            "native schedule exists)", "fast"),
+    _Option("mode", "fast (each selected entry once, from init state 0) or full (each "
+            "entry from every released init state, on the schedule published LIBERO "
+            "results use; validated suites only, see docs/full-mode.md)", "fast"),
+    _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
+            "(the run is labelled partial, never a full result)"),
+    _Option("evidence", "what each case folder keeps: full (every delivered observation, "
+            "lossless) or replayable (observation hashes, exact actions, the video); "
+            "default full in fast mode, replayable in full mode"),
     _Option("budget-mode", "horizon (the catalog's per-suite reference horizon) or decisions "
             "(max policy calls x replan interval); default from the profile"),
     _Option("max-policy-calls", "policy-call cap D for budget mode decisions; default from "
@@ -157,11 +168,13 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     if profile_name is None:
         return None
     task_ids = option_value(config, "task-ids")
+    states = option_value(config, "init-states")
     selection = SelectionRequest(
         scope=option_value(config, "scope"),
         suite=option_value(config, "suite"),
         task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
         mode=option_value(config, "mode"),
+        init_states=parse_init_states(states) if states is not None else None,
     )
     profile = load_profile(profile_name).with_overrides(
         options=parse_policy_options(option_value(config, "policy-option")),
@@ -181,6 +194,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         adapter=option_value(config, "adapter"),
         render=option_value(config, "render"),
         video_stride=int(_int_option(config, "video-stride") or 0),
+        evidence=option_value(config, "evidence"),
     )
 
 

@@ -16,9 +16,13 @@ from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.identity import protocol_identity
 from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
 
 RENDER_MODES = ("consumed", "all")
+EVIDENCE_LEVELS = ("full", "replayable")
+"""full: every delivered observation, lossless; replayable: hashes, actions, video."""
+DEFAULT_EVIDENCE = {"fast": "full", "full": "replayable"}
 EVIDENCE_GRACE_S = 120.0
 """How long finishing a case's evidence files may take (the video is encoded last)."""
 POLICY_MARGIN_S = 30.0
@@ -60,12 +64,38 @@ class RunPlan:
     render: str
     """"consumed": render a camera only for controls whose image is used; "all"."""
     video_stride: int
+    evidence: str = "full"
+    """How much of each episode the case folder keeps (EVIDENCE_LEVELS)."""
     shard: tuple[int, int] | None = None
 
     def only(self, case_ids: Iterable[str]) -> RunPlan:
         """The same plan narrowed to these cases (resume; a worker told by the controller)."""
         wanted = set(case_ids)
         return replace(self, entries=tuple(e for e in self.entries if e.case_id in wanted))
+
+    @property
+    def mode(self) -> str:
+        return self.selection.mode
+
+    @property
+    def identity(self) -> str:
+        """The protocol identity of this run's mode (fast mode's is pinned, P12)."""
+        return protocol_identity(self.mode)
+
+    @property
+    def partial(self) -> list[str]:
+        """Why a full-mode run cannot stand beside published full results (none: it can).
+
+        Suites the selection covers only in part are judged per suite in the summary.
+        """
+        if self.mode != "full":
+            return []
+        reasons = []
+        if self.selection.partial_states:
+            reasons.append(f"init states {_ranges(self.selection.states)} of 0-49")
+        if self.budget_mode != "horizon":
+            reasons.append(f"budget mode {self.budget_mode}, not the reference horizons")
+        return reasons
 
     @property
     def evidence_class(self) -> str:
@@ -94,6 +124,9 @@ class RunPlan:
             "adapter": self.adapter,
             "render": self.render,
             "video_stride": self.video_stride,
+            "mode": self.mode,
+            "evidence": self.evidence,
+            "partial": self.partial,
         }
 
 
@@ -109,6 +142,7 @@ def make_plan(
     adapter: str,
     render: str,
     video_stride: int,
+    evidence: str | None = None,
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
@@ -126,6 +160,11 @@ def make_plan(
         raise SetupError(f"--libero-render={render!r} is unknown; allowed: {', '.join(RENDER_MODES)}")
     if video_stride < 1:
         raise SetupError(f"--libero-video-stride must be at least 1, got {video_stride}")
+    level = evidence or DEFAULT_EVIDENCE.get(selection.mode, "full")
+    if level not in EVIDENCE_LEVELS:
+        raise SetupError(
+            f"--libero-evidence={level!r} is unknown; allowed: {', '.join(EVIDENCE_LEVELS)}"
+        )
     chosen_track = track or profile.track
     if chosen_track not in TRACKS:
         raise SetupError(f"--libero-track={chosen_track!r} is unknown; allowed: {', '.join(TRACKS)}")
@@ -144,11 +183,26 @@ def make_plan(
         adapter=adapter,
         render=render,
         video_stride=video_stride,
+        evidence=level,
     )
     if shard_of is None:
         return plan
     part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))
     return replace(plan, entries=part, owned=part)
+
+
+def _ranges(values: tuple[int, ...]) -> str:
+    """0,1,2,5 -> "0-2,5": a state list as an operator would write it."""
+    parts: list[str] = []
+    start = prev = None
+    for v in (*values, None):
+        if start is not None and (v is None or v != prev + 1):  # type: ignore[operator]
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if v is not None and start is None:
+            start = v
+        prev = v
+    return ",".join(parts)
 
 
 @dataclass(frozen=True)

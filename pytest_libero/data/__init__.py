@@ -11,6 +11,7 @@ from importlib.resources.abc import Traversable
 
 CATALOG_FILE = "libero_catalog.json"
 INVENTORY_FILE = "libero_inventory.json"
+VALIDATION_FILE = "full_mode_validation.json"
 
 
 def data_path(name: str) -> Traversable:

@@ -43,7 +43,9 @@ def run_case_with_evidence(
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
 ) -> CaseRecord:
-    """Run the case while streaming its evidence into ``case_dir`` (P10).
+    """Run the case while streaming its evidence into ``case_dir`` (P10), at the plan's
+    evidence level (``plan.evidence``: full keeps every observation, replayable their
+    hashes).
 
     A failure to write evidence errors the case with cause "evidence": a result whose
     evidence is missing cannot be trusted, whatever LIBERO said.
@@ -52,7 +54,7 @@ def run_case_with_evidence(
     from pytest_libero.evidence.writer import CaseEvidence
 
     try:
-        evidence = CaseEvidence(case_dir, video_stride=plan.video_stride)
+        evidence = CaseEvidence(case_dir, video_stride=plan.video_stride, level=plan.evidence)
     except (EvidenceError, OSError) as exc:
         record = errored_record(plan, entry, exc, kind="evidence")
     else:
@@ -178,6 +180,7 @@ def _assemble(
         "entry": cast(EntryRecord, entry.as_dict()),
         "profile": plan.profile.name,
         "evidence_class": plan.evidence_class,
+        "evidence_level": plan.evidence,
         "track": plan.track,
         "budget": cast(BudgetRecord, plan.budget_for(entry).as_dict()),
         "stop_rule": plan.profile.stop_rule.describe(),

@@ -99,6 +99,9 @@ class CaseRecord(TypedDict):
     entry: EntryRecord
     profile: str
     evidence_class: str
+    evidence_level: NotRequired[str]
+    """What the case folder keeps (``--libero-evidence``): "full" or "replayable".
+    Absent in records written before evidence levels: read as "full"."""
     track: str
     budget: BudgetRecord
     stop_rule: str

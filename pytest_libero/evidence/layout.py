@@ -19,6 +19,18 @@ FORMAT = "pytest-libero-case-evidence/1"
 INDEX_NAME = "observations.jsonl"
 ACTIONS_NAME = "actions.jsonl"
 VIDEO_NAME = "episode.mp4"
+RECORD_NAME = "episode.json"
+"""The case record, written beside the evidence by ``episode.case``."""
+
+FULL = "full"
+REPLAYABLE = "replayable"
+LEVELS = (FULL, REPLAYABLE)
+"""What a case folder keeps (``--libero-evidence``, ``RunPlan.evidence``).
+
+full: every delivered observation losslessly (the ``.mkv`` streams, the proprio bytes),
+plus everything replayable keeps. replayable: the sha256 of every delivered image and
+proprio vector, the exact actions, the video; enough to re-execute the episode and
+check every observation against its hash, not to read the observations back."""
 
 CAMERA_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -49,6 +61,16 @@ def encode_array(array: np.ndarray) -> dict[str, Any]:
         "dtype": contiguous.dtype.str,
         "shape": list(contiguous.shape),
         "base64": base64.b64encode(contiguous.tobytes()).decode("ascii"),
+        "sha256": array_sha256(contiguous),
+    }
+
+
+def hash_array(array: np.ndarray) -> dict[str, Any]:
+    """The array form without its bytes: dtype, shape and the same sha256."""
+    contiguous = np.ascontiguousarray(array)
+    return {
+        "dtype": contiguous.dtype.str,
+        "shape": list(contiguous.shape),
         "sha256": array_sha256(contiguous),
     }
 

@@ -1,18 +1,58 @@
 """Reading a case folder back: every observation checked against its recorded hash,
-every action chunk exactly as the policy sent it (and as it ran)."""
+every action chunk exactly as the policy sent it (and as it ran).
+
+What can be read depends on the folder's evidence level (:func:`evidence_level`):
+hashes (:func:`read_observation_hashes`) and actions (:func:`read_actions`) at every
+level, the observations themselves (:func:`read_observations`) only at level full."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pytest_libero.evidence.ffmpeg import FrameReader
-from pytest_libero.evidence.layout import ACTIONS_NAME, INDEX_NAME, EvidenceError, decode_array, stream_name
+from pytest_libero.evidence.layout import (
+    ACTIONS_NAME,
+    FULL,
+    INDEX_NAME,
+    RECORD_NAME,
+    REPLAYABLE,
+    EvidenceError,
+    decode_array,
+    stream_name,
+)
 from pytest_libero.files import read_jsonl
 from pytest_libero.protocol.hashing import array_sha256
+
+
+def evidence_level(case_dir: Path | str) -> str:
+    """The level a case folder's evidence was written at: ``full`` or ``replayable``.
+
+    Read from what the folder holds: an index line whose images carry stream frame
+    numbers (or whose proprio carries its bytes) is full, one without is replayable.
+    Before the first observation line, the case record (``episode.json``) says; a folder
+    with neither, or one written before evidence levels existed, is full.
+    """
+    folder = Path(case_dir)
+    for line in read_jsonl(_require(folder, INDEX_NAME)):
+        level = _line_level(line)
+        if level is not None:
+            return level
+    try:
+        record = json.loads((folder / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return FULL
+    summary = record.get("evidence") if isinstance(record, dict) else None
+    if isinstance(summary, dict) and isinstance(summary.get("level"), str):
+        return str(summary["level"])
+    if isinstance(record, dict) and isinstance(record.get("evidence_level"), str):
+        return str(record["evidence_level"])
+    return FULL
 
 
 def read_observations(
@@ -22,11 +62,25 @@ def read_observations(
 
     With ``verify`` each decoded image and proprio vector is checked against the sha256
     recorded when it was delivered; a mismatch raises EvidenceError naming the frame.
+    Only a full-level folder keeps the observations: for any other, this raises
+    EvidenceError at once, naming the folder and its level
+    (:func:`read_observation_hashes` reads what such a folder keeps).
     """
     folder = Path(case_dir)
+    level = evidence_level(folder)
+    if level != FULL:
+        raise EvidenceError(_not_kept(folder, level))
+    return _decode(folder, verify)
+
+
+def _decode(
+    folder: Path, verify: bool
+) -> Iterator[tuple[int, dict[str, np.ndarray], np.ndarray | None]]:
     readers: dict[str, FrameReader] = {}
     try:
         for line in read_jsonl(folder / INDEX_NAME):
+            if _line_level(line) not in (None, FULL):
+                raise EvidenceError(_not_kept(folder, REPLAYABLE, f" (call {line['call']})"))
             images: dict[str, np.ndarray] = {}
             for camera, entry in sorted(line["images"].items()):
                 reader = readers.get(camera)
@@ -47,6 +101,41 @@ def read_observations(
     finally:
         for reader in readers.values():
             reader.close()
+
+
+@dataclass(frozen=True)
+class ObservationHashes:
+    """One delivered observation as every level keeps it: what identifies it exactly.
+
+    ``images`` maps each camera to the sha256 of its delivered uint8 bytes; ``proprio``
+    is the sha256 of the float64 proprio vector (None on the rgb track). Re-executing
+    the episode with the stored actions must reproduce every one.
+    """
+
+    call: int
+    policy_calls: int
+    executed_controls: int
+    language: str
+    images: dict[str, str]
+    proprio: str | None
+
+
+def read_observation_hashes(case_dir: Path | str) -> Iterator[ObservationHashes]:
+    """Yield the recorded hashes of every delivered observation, at any evidence level.
+
+    Nothing is decoded: these are the hashes written when each observation was
+    delivered (:func:`read_observations` checks a full folder's frames against them).
+    """
+    for line in read_jsonl(_require(Path(case_dir), INDEX_NAME)):
+        proprio = line["proprio"]
+        yield ObservationHashes(
+            call=int(line["call"]),
+            policy_calls=int(line["policy_calls"]),
+            executed_controls=int(line["executed_controls"]),
+            language=str(line["language"]),
+            images={camera: str(entry["sha256"]) for camera, entry in sorted(line["images"].items())},
+            proprio=None if proprio is None else str(proprio["sha256"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -76,8 +165,10 @@ class ChunkRecord:
 
 
 def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
-    """Yield every stored reply, with float64 chunks exactly as the policy sent them."""
-    for line in read_jsonl(Path(case_dir) / ACTIONS_NAME):
+    """Yield every stored reply, with float64 chunks exactly as the policy sent them.
+
+    Every evidence level keeps the actions exactly."""
+    for line in read_jsonl(_require(Path(case_dir), ACTIONS_NAME)):
         actions = None if line["actions"] is None else decode_array(line["actions"])
         if actions is not None and array_sha256(actions) != line["actions"]["sha256"]:
             raise EvidenceError(f"{ACTIONS_NAME}: chunk of call {line['call']} does not match its hash")
@@ -89,3 +180,33 @@ def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
                                     "does not match its hash")
         yield ChunkRecord(line["call"], actions, line["horizon"], line["executed"],
                           line["stop"], line["complete"], ran)
+
+
+def _require(folder: Path, name: str) -> Path:
+    path = folder / name
+    if not path.is_file():
+        raise EvidenceError(
+            f"{folder} has no {name}: not a case evidence folder, or its evidence writer "
+            "never started"
+        )
+    return path
+
+
+def _line_level(line: Mapping[str, Any]) -> str | None:
+    """What one index line shows: full (frames, proprio bytes), replayable, or None."""
+    images = line.get("images") or {}
+    if images:
+        return FULL if all("frame" in entry for entry in images.values()) else REPLAYABLE
+    proprio = line.get("proprio")
+    if proprio is not None:
+        return FULL if "base64" in proprio else REPLAYABLE
+    return None
+
+
+def _not_kept(folder: Path, level: str, where: str = "") -> str:
+    return (
+        f"{folder}: this case's evidence level is {level!r}, which keeps only the sha256 of "
+        f"each observation{where}, not its images or proprio values (no "
+        f"observations.<camera>.mkv streams); read_observation_hashes() reads what it keeps. "
+        "To keep the observations themselves, run the case with --libero-evidence=full"
+    )

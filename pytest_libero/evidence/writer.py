@@ -3,10 +3,12 @@
 :class:`CaseEvidence` is an episode listener that streams everything to disk as it
 happens, so memory stays flat however long the episode runs:
 
-* ``observations.<camera>.mkv``: each camera's delivered images, losslessly encoded by
-  the ffmpeg binary that imageio-ffmpeg ships, one frame per policy call.
+* ``observations.<camera>.mkv`` (level full): each camera's delivered images,
+  losslessly encoded by the ffmpeg binary that imageio-ffmpeg ships, one frame per
+  policy call.
 * ``observations.jsonl``: one line per policy call with the language, each image's
-  sha256 and frame number in its stream, and the proprio vector (exact bytes).
+  sha256 (and, level full, its frame number in its stream), and the proprio vector
+  (level full: exact bytes and sha256; replayable: its sha256).
 * ``actions.jsonl``: one line per reply: the full chunk as exact float64 bytes, how
   many of its actions executed, and the stop flag.
 * ``episode.mp4``: H.264/yuv420p video for people (browsers play it): the first
@@ -19,6 +21,14 @@ stores the mostly static agentview camera in 13-21 KiB against ~52 KiB for FFV1,
 because it predicts from earlier frames. Both decode bit-exactly; the mix is 33-47%
 smaller than either codec alone (43-51 KiB per observation, raw is 384 KiB).
 :func:`read_observations` decodes either and checks every frame against its hash.
+
+Evidence levels (``level``, from ``--libero-evidence``): ``full`` writes all of the
+above; ``replayable`` writes no ``.mkv`` streams and no proprio bytes, only the same
+sha256 of every image and proprio vector (and their shapes), the exact actions and the
+video: enough to re-execute the episode and check every observation, not to read it
+back. The hashes are computed the same way at both levels, so they agree byte for
+byte. Both levels check every image the same way (uint8 RGB, a usable camera name), so
+an episode behaves the same whichever level records it.
 
 A crash keeps what was written: the index and action lines are flushed as written,
 and Matroska is readable without its closing index. If the test process dies, ffmpeg
@@ -51,10 +61,13 @@ from pytest_libero.evidence.layout import (
     ACTIONS_NAME,
     CAMERA_NAME,
     FORMAT,
+    FULL,
     INDEX_NAME,
+    LEVELS,
     VIDEO_NAME,
     EvidenceError,
     encode_array,
+    hash_array,
     stream_name,
 )
 from pytest_libero.policy.contract import Observation, Reply
@@ -73,11 +86,16 @@ class CaseEvidence:
     """The video plays in real time: one frame per control at stride 1."""
     video_camera = "agentview"
 
-    def __init__(self, folder: Path | str, *, video_stride: int = 1) -> None:
+    def __init__(self, folder: Path | str, *, video_stride: int = 1, level: str = FULL) -> None:
         if video_stride < 1:
             raise ValueError(f"video_stride must be at least 1, got {video_stride}")
+        if level not in LEVELS:
+            raise ValueError(f"evidence level must be one of {', '.join(LEVELS)}, got {level!r}")
         self.folder = Path(folder)
         self.video_stride = video_stride
+        self.level = level
+        self.lossless = level == FULL
+        """Whether the observations themselves are kept (the streams, proprio bytes)."""
         ffmpeg_exe()
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -89,6 +107,7 @@ class CaseEvidence:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, finish_all, self._procs)
         self._streams: dict[str, FrameWriter] = {}
+        self._cameras: dict[str, tuple[int, ...]] = {}  # checked once each, at any level
         self._video: FrameWriter | None = None
         self._observations = 0
         self._chunks = 0
@@ -111,16 +130,21 @@ class CaseEvidence:
         images: dict[str, Any] = {}
         for camera in sorted(observation.images):
             image = observation.images[camera]
-            stream = self._stream(camera, image)
-            images[camera] = {
-                "frame": stream.write(image),
+            self._check_camera(camera, image)
+            entry: dict[str, Any] = {
                 "sha256": array_sha256(image),
                 "shape": list(image.shape),
                 "dtype": str(image.dtype),
             }
+            if self.lossless:
+                entry["frame"] = self._stream(camera, image).write(image)
+            images[camera] = entry
             if camera == self.video_camera and self._video is None:
                 self._video_write(image)
-        proprio = None if observation.proprio is None else encode_array(observation.proprio)
+        proprio = None
+        if observation.proprio is not None:
+            keep = encode_array if self.lossless else hash_array
+            proprio = keep(observation.proprio)
         line = {
             "call": call,
             "policy_calls": observation.policy_calls,
@@ -215,6 +239,7 @@ class CaseEvidence:
             }
         return {
             "format": FORMAT,
+            "level": self.level,
             "ffmpeg": ffmpeg_version(),
             "observations": {
                 "index": INDEX_NAME,
@@ -246,13 +271,19 @@ class CaseEvidence:
     def _codec(self, camera: str) -> str:
         return CAMERA_CODECS.get(camera, DEFAULT_CODEC)
 
+    def _check_camera(self, camera: str, image: np.ndarray) -> None:
+        """A camera's first image: a name that can name its stream, uint8 RGB."""
+        if camera in self._cameras:
+            return
+        if not CAMERA_NAME.match(camera):
+            raise EvidenceError(f"camera name {camera!r} cannot name a file")
+        _check_rgb(image, f"observation image {camera!r}")
+        self._cameras[camera] = tuple(image.shape)
+
     def _stream(self, camera: str, image: np.ndarray) -> FrameWriter:
         stream = self._streams.get(camera)
         if stream is not None:
             return stream
-        if not CAMERA_NAME.match(camera):
-            raise EvidenceError(f"camera name {camera!r} cannot name a file")
-        _check_rgb(image, f"observation image {camera!r}")
         name = stream_name(camera)
         stream = FrameWriter(self.folder / name, image.shape,
                               LOSSLESS_CODECS[self._codec(camera)], self.fps, self._procs)

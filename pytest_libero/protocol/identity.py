@@ -12,7 +12,7 @@ from functools import cache
 
 from pytest_libero.data import CATALOG_FILE, INVENTORY_FILE, data_path
 from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
-from pytest_libero.protocol.parameters import protocol_parameters
+from pytest_libero.protocol.parameters import full_schedule_parameters, protocol_parameters
 
 
 @cache
@@ -25,7 +25,16 @@ def data_digests() -> dict[str, str]:
 
 
 @cache
-def protocol_identity() -> str:
-    """The digest that names this protocol; it changes only when the protocol does."""
-    payload = {**data_digests(), "parameters": protocol_parameters()}
-    return "libero-protocol-v1:" + sha256_bytes(canonical_json(payload))[:32]
+def protocol_identity(mode: str = "fast") -> str:
+    """The digest that names this protocol; it changes only when the protocol does.
+
+    Full mode has its own identity: the fast-mode payload plus its schedule, so a
+    fast-mode identity never moves because full mode exists.
+    """
+    payload: dict[str, object] = {**data_digests(), "parameters": protocol_parameters()}
+    if mode == "fast":
+        return "libero-protocol-v1:" + sha256_bytes(canonical_json(payload))[:32]
+    if mode != "full":
+        raise ValueError(f"no protocol identity for mode {mode!r}")
+    payload["full_mode"] = full_schedule_parameters()
+    return "libero-protocol-full-v1:" + sha256_bytes(canonical_json(payload))[:32]

@@ -45,6 +45,13 @@ BUDGET_MODES: Final = ("horizon", "decisions")
 DEFAULT_MAX_POLICY_CALLS: Final = 200
 DEFAULT_REPLAN_INTERVAL: Final = 5
 
+# Full mode (docs/full-mode.md): the schedule published LIBERO numbers use. Every task
+# from each released init state, in native order, each episode the one openpi's
+# examples/libero/main.py runs: its seed, and numpy's global random stream where that
+# loop has it when the episode's reset() draws the placements.
+FULL_SEED: Final = 7
+FULL_STATES_PER_TASK: Final = 50
+
 
 def protocol_parameters() -> dict[str, object]:
     """The P4-P9 parameters as plain data, the input of the protocol identity."""
@@ -84,4 +91,23 @@ def protocol_parameters() -> dict[str, object]:
             "default_replan_interval": DEFAULT_REPLAN_INTERVAL,
         },
         "scoring": {"success": "_check_success", "stop_at_first_success": True},
+    }
+
+
+def full_schedule_parameters() -> dict[str, object]:
+    """What full mode adds to the protocol: its schedule, states and budgets."""
+    return {
+        "mode": "full",
+        "seed": FULL_SEED,
+        "states_per_task": FULL_STATES_PER_TASK,
+        "order": "native: task, then init state",
+        "episode": [
+            "fresh environment per episode",
+            f"env.seed({FULL_SEED})",
+            "i random-stream positioning resets (hard_reset off) for init state i",
+            "env.reset()",
+            "env.set_init_state(states[i])",
+            f"{SETTLE_CONTROLS} settling controls",
+        ],
+        "budgets": "catalog horizon per suite (openpi / OpenVLA-OFT max steps)",
     }

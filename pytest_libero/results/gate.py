@@ -17,7 +17,6 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.identity import protocol_identity
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.summary import COMPLETED
 
@@ -103,13 +102,12 @@ def evaluate_gates(
     return verdicts
 
 
-def load_baseline(run_dir: Path, expected: str | None = None) -> dict[str, CaseRecord]:
-    """Records of an earlier run, refused unless it ran the same protocol."""
+def load_baseline(run_dir: Path, expected: str) -> dict[str, CaseRecord]:
+    """Records of an earlier run, refused unless it ran the same protocol (and mode)."""
     run_json = run_dir / "run.json"
     if not run_json.is_file():
         raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
     identity = json.loads(run_json.read_text())["protocol_identity"]
-    expected = expected or protocol_identity()
     if identity != expected:
         raise SetupError(
             f"--libero-baseline={run_dir} ran protocol {identity}, this run is "

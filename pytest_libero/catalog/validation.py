@@ -1,0 +1,44 @@
+"""Which suites may run in full mode: those whose schedule validation passed.
+
+Full mode claims its episodes are the ones the published evaluators run. That claim
+rests on bench/validate_schedule.py, which runs full-mode episodes beside a reference
+loop written from openpi's and OpenVLA-OFT's evaluators and compares every delivered
+observation. Its committed report (packaged data) is read here; a suite it does not
+show passing is refused, with the reason and the command that validates it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from pytest_libero.data import VALIDATION_FILE, data_path
+from pytest_libero.protocol.errors import SetupError
+
+VALIDATE_COMMAND = "MUJOCO_GL=egl python bench/validate_schedule.py --suite SUITE --record"
+
+
+@cache
+def load_validation() -> dict[str, Any]:
+    """The committed validation report: per suite, whether its sample matched."""
+    return dict(json.loads(data_path(VALIDATION_FILE).read_text(encoding="utf-8")))
+
+
+def validated_suites(report: dict[str, Any] | None = None) -> set[str]:
+    """Suites whose sampled full-mode episodes matched the reference loop exactly."""
+    suites = (report or load_validation()).get("suites", {})
+    return {name for name, verdict in suites.items() if verdict.get("passed") is True}
+
+
+def refuse_unvalidated(suites: Iterable[str], report: dict[str, Any] | None = None) -> None:
+    """Raise SetupError naming every suite full mode cannot vouch for yet."""
+    missing = [suite for suite in suites if suite not in validated_suites(report)]
+    if missing:
+        raise SetupError(
+            f"full mode is refused for {', '.join(missing)}: no passing validation of the "
+            "native schedule for this suite is recorded (full-mode episodes must match the "
+            "published evaluators' loop observation for observation; see docs/full-mode.md). "
+            f"Validate it with `{VALIDATE_COMMAND}`, or use --libero-mode=fast."
+        )
