@@ -1,7 +1,8 @@
 """``pytest-libero report``'s Allure 3 config, and the command's answers to bad input.
 
 Fast: no report is rendered here (tests/test_allure_report.py does that in a browser).
-The results folder is a real one, written by allure-pytest for a one-line test.
+The results folder is a real one, written by allure-pytest for a one-line test; the
+tree test has allure-pytest report a fast-mode and two full-mode records.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from pytest_libero.report.allure_config import (
     ALLURE_ENV,
     CONFIG_NAME,
     HEADER,
+    TREE_LABELS,
     allure3_config,
     check_results,
     find_allure,
+    tree_path,
     write_config,
 )
 
@@ -171,3 +174,105 @@ def test_report_without_allure_writes_the_config_and_says_what_to_run(
     assert (f"npx --yes allure@3.18.0 generate --config {CONFIG_NAME} {results} -o out"
             in done.stdout)
     assert not (tmp_path / "out").exists()
+
+
+# --- the tree the config groups by: fast and full mode ------------------------------------
+
+TREE_CONFTEST = """
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_libero.report.allure import report_case
+
+HERE = Path(__file__).parent
+RECORDS = json.loads((HERE / "records.json").read_text())
+
+
+@pytest.fixture
+def libero_case(libero_entry):
+    record = RECORDS[libero_entry]
+    run_dir = HERE / ("full-run" if "init_state" in record["entry"] else "fast-run")
+    report_case(record, run_dir / "cases" / libero_entry)
+    return record
+"""
+
+TREE_TESTS = """
+import pytest
+
+
+@pytest.mark.parametrize("libero_entry", {cases!r})
+def test_libero_task(libero_case, libero_entry):
+    assert libero_case["outcome"] == "success"
+"""
+
+
+def _tree_record(case: str, state: int | None) -> dict[str, object]:
+    suite, index = case.split("-")[:2]
+    entry: dict[str, object] = {
+        "suite": suite, "index": int(index), "name": "KITCHEN_SCENE3_turn_on_the_stove",
+        "language": "turn on the stove", "bddl_file": "x.bddl", "init_states_file": "x.pruned_init",
+    }
+    if state is not None:
+        entry["init_state"] = state
+    return {
+        "case": case, "entry": entry, "profile": "zero", "evidence_class": "infrastructure",
+        "track": "rgb", "outcome": "success", "summary": "success at control 8",
+        "budget": {"mode": "decisions", "control_cap": 10, "max_policy_calls": 2,
+                   "replan_interval": 5},
+        "counters": {}, "chunks": [], "error": None, "started_at": 1.0e9,
+        "timings": {"setup_s": 1.0, "episode_s": 1.0}, "worker": "main", "gpu": None,
+    }
+
+
+def test_tree_is_libero_suite_task_in_fast_mode_and_suite_task_state_in_full_mode(
+    tmp_path: Path,
+) -> None:
+    records = {
+        "libero_10-03": _tree_record("libero_10-03", None),
+        "libero_10-03-s0": _tree_record("libero_10-03-s0", 0),
+        "libero_10-03-s17": _tree_record("libero_10-03-s17", 17),
+    }
+    partial = ["init states 0,17 of 0-49", "budget mode decisions, not the reference horizons"]
+    (tmp_path / "conftest.py").write_text(TREE_CONFTEST)
+    (tmp_path / "test_tree.py").write_text(TREE_TESTS.format(cases=list(records)))
+    (tmp_path / "records.json").write_text(json.dumps(records))
+    for run, plan in (("fast-run", {"mode": "fast", "partial": []}),
+                      ("full-run", {"mode": "full", "partial": partial})):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "run.json").write_text(json.dumps({"plan": plan}))
+    alluredir = tmp_path / "allure-results"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
+         f"--alluredir={alluredir}", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {}
+    for path in alluredir.glob("*-result.json"):
+        result = json.loads(path.read_text())
+        results[result["name"].split(":")[0]] = result
+
+    def labels(case: str, name: str) -> list[str]:
+        return [label["value"] for label in results[case]["labels"] if label["name"] == name]
+
+    assert allure3_config()["plugins"]["awesome"]["options"]["groupBy"] == list(TREE_LABELS)
+    assert tree_path(results["libero_10-03"]) == (
+        "LIBERO", "libero_10", "KITCHEN_SCENE3_turn_on_the_stove")
+    assert tree_path(results["libero_10-03-s17"]) == (
+        "libero_10", "libero_10-03 KITCHEN_SCENE3_turn_on_the_stove", "state 17")
+    assert tree_path(results["libero_10-03-s0"])[:2] == tree_path(results["libero_10-03-s17"])[:2]
+
+    assert labels("libero_10-03", "mode") == ["fast"]
+    assert "partial" not in labels("libero_10-03", "tag")
+    assert labels("libero_10-03-s17", "mode") == ["full"]
+    assert labels("libero_10-03-s17", "init_state") == ["17"]
+    assert {"mode:full", "partial"} <= set(labels("libero_10-03-s17", "tag"))
+    assert labels("libero_10-03-s17", "partial") == ["; ".join(partial)]
+    assert "**Partial full-mode run:** init states 0,17" in results["libero_10-03-s17"]["description"]
+    shown = {p["name"]: p["value"] for p in results["libero_10-03-s17"]["parameters"]
+             if not p.get("excluded")}
+    assert shown["init state"] == "17"
+    # Each state is its own history line.
+    assert results["libero_10-03-s0"]["historyId"] != results["libero_10-03-s17"]["historyId"]

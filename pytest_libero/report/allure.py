@@ -25,6 +25,7 @@ targets the test result.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import time
@@ -73,18 +74,24 @@ def allure_active(config: pytest.Config) -> bool:
     return bool(config.getoption("allure_report_dir", default=None))
 
 
-def report_case(record: CaseRecord, case_dir: Path | None) -> None:
+def report_case(
+    record: CaseRecord, case_dir: Path | None, run: Mapping[str, Any] | None = None
+) -> None:
     """Describe the running case in Allure from its episode record.
 
     Call it from the case's setup fixture once the record exists, before raising for
     an errored episode. It does nothing when Allure is not recording, and a reporting
-    problem is a warning, never a changed case outcome.
+    problem is a warning, never a changed case outcome. ``run`` is the run's run.json;
+    by default it is read from the run folder above ``cases/<case>/`` when there is one
+    (full mode's partial tag comes from its plan).
     """
     listener = _current_listener()
     if listener is None:
         return
     try:
-        _report(listener, record, case_dir)
+        if run is None:
+            run = _run_json(case_dir)
+        _report(listener, record, case_dir, run)
     except Exception as exc:  # noqa: BLE001 - the report must never change the outcome
         warnings.warn(
             f"pytest-libero: could not report {record.get('case')!r} to Allure: "
@@ -144,10 +151,67 @@ def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
         items.append((f"source_pin.{key}", str(value)))
     for dist, version in (run.get("installed") or {}).items():
         items.append((f"installed.{dist}", "not installed" if version is None else str(version)))
-    for key in ("track", "budget_mode", "max_policy_calls", "replan_interval"):
+    for key in ("track", "budget_mode", "max_policy_calls", "replan_interval", "mode"):
         if plan.get(key) is not None:
             items.append((f"plan.{key}", str(plan[key])))
+    if plan.get("partial"):
+        items.append(("plan.partial", "; ".join(map(str, plan["partial"]))
+                      + " (not a full result; not comparable with published figures)"))
     return items
+
+
+@dataclass(frozen=True)
+class CaseTree:
+    """Where a case sits in the report, and the labels, tags and parameters it adds.
+
+    Fast mode: LIBERO -> suite -> task name. Full mode (the entry has an init state):
+    suite -> task -> "state N", so a task's 50 episodes sit together.
+    """
+
+    parent_suite: str
+    suite: str
+    sub_suite: str | None
+    mode: str
+    partial: tuple[str, ...]
+    labels: dict[str, str]
+    tags: list[str]
+
+
+def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> CaseTree:
+    """The Allure grouping of one case, from its record and (optionally) run.json."""
+    entry = record.get("entry") or {}
+    budget = record.get("budget") or {}
+    plan = (run or {}).get("plan") or {}
+    suite, index, name = entry.get("suite", "?"), entry.get("index", "?"), entry.get("name")
+    state = entry.get("init_state")
+    mode = str(plan.get("mode") or ("full" if state is not None else "fast"))
+    partial = tuple(str(p) for p in plan.get("partial") or ()) if mode == "full" else ()
+    sub: str | None
+    if state is not None:
+        task = f"{suite}-{index:02d}" if isinstance(index, int) else f"{suite}-{index}"
+        parent, group, sub = str(suite), f"{task} {name}" if name else task, f"state {state}"
+    else:
+        parent, group, sub = PARENT_SUITE, str(suite), str(name) if name else None
+    evidence_class = str(record.get("evidence_class", ""))
+    raw = {
+        "profile": record.get("profile"),
+        "track": record.get("track"),
+        "budget_mode": budget.get("mode"),
+        "evidence_class": evidence_class,
+        "mode": mode,
+        "init_state": state,
+        "partial": "; ".join(partial) or None,
+    }
+    tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
+            f"budget:{budget.get('mode')}", f"mode:{mode}"]
+    tags.append("INFRASTRUCTURE EVIDENCE" if evidence_class == "infrastructure"
+                else f"evidence:{evidence_class}")
+    if partial:
+        tags.append("partial")
+    return CaseTree(
+        parent_suite=parent, suite=group, sub_suite=sub, mode=mode, partial=partial,
+        labels={k: str(v) for k, v in raw.items() if v is not None}, tags=tags,
+    )
 
 
 # --- internals ---------------------------------------------------------------------
@@ -230,43 +294,37 @@ def _keep(listener: Any, test: Any, fixup: _Fixup) -> None:
     keeper.pending[test.uuid] = fixup
 
 
-def _report(listener: Any, record: CaseRecord, case_dir: Path | None) -> None:
+def _report(
+    listener: Any, record: CaseRecord, case_dir: Path | None, run: Mapping[str, Any] | None
+) -> None:
     allure = _allure("allure")
     reporter = listener.allure_logger
     test = reporter.get_test(None)
     ParameterMode = _allure("allure_commons.types").ParameterMode
 
-    entry = record.get("entry") or {}
+    entry: Mapping[str, Any] = record.get("entry") or {}
     budget = record.get("budget") or {}
     suite, index = entry.get("suite", "?"), entry.get("index", "?")
     case = record.get("case") or f"{suite}-{index}"
     title = f"{case}: {entry.get('language', '')}"
-    _keep(listener, test, _Fixup(title, _description(record), _start_ms(record)))
+    tree = case_tree(record, run)
+    _keep(listener, test, _Fixup(title, _description(record, tree), _start_ms(record)))
 
-    allure.dynamic.parent_suite(PARENT_SUITE)
-    allure.dynamic.suite(str(suite))
+    allure.dynamic.parent_suite(tree.parent_suite)
+    allure.dynamic.suite(tree.suite)
+    if tree.sub_suite is not None:
+        allure.dynamic.sub_suite(tree.sub_suite)
     if entry.get("name"):
-        allure.dynamic.sub_suite(str(entry["name"]))
         allure.dynamic.feature(str(entry["name"]))
-    evidence_class = str(record.get("evidence_class", ""))
-    labels = {
-        "profile": record.get("profile"),
-        "track": record.get("track"),
-        "budget_mode": budget.get("mode"),
-        "evidence_class": evidence_class,
-    }
-    for name, value in labels.items():
-        if value is not None:
-            allure.dynamic.label(name, str(value))
-    tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
-            f"budget:{budget.get('mode')}"]
-    tags.append("INFRASTRUCTURE EVIDENCE" if evidence_class == "infrastructure"
-                else f"evidence:{evidence_class}")
-    allure.dynamic.tag(*tags)
+    for name, value in tree.labels.items():
+        allure.dynamic.label(name, value)
+    allure.dynamic.tag(*tree.tags)
 
     # History is keyed on these: the same case under the same profile, track and cap.
     allure.dynamic.parameter("suite", suite)
     allure.dynamic.parameter("index", index)
+    if entry.get("init_state") is not None:
+        allure.dynamic.parameter("init state", entry["init_state"])
     allure.dynamic.parameter("profile", record.get("profile"))
     allure.dynamic.parameter("track", record.get("track"))
     allure.dynamic.parameter("budget cap", _budget_text(budget))
@@ -295,6 +353,24 @@ def _report(listener: Any, record: CaseRecord, case_dir: Path | None) -> None:
             reporter, test.uuid, (text + str(error.get("traceback", ""))).encode(),
             ERROR_ATTACHMENT, "TEXT",
         )
+
+
+def _run_json(case_dir: Path | None) -> dict[str, Any] | None:
+    """run.json of the run folder holding ``cases/<case>/``, or None (none there, unreadable)."""
+    if case_dir is None:
+        return None
+    path = case_dir.parent.parent / "run.json"
+    try:
+        return _read_run(str(path), path.stat().st_mtime_ns)
+    except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _read_run(path: str, mtime_ns: int) -> dict[str, Any]:
+    """One read per version of run.json, not one per case (its plan lists every case)."""
+    run: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return run
 
 
 def _attach(reporter: Any, parent: str, body: bytes | Path, name: str, kind: str) -> None:
@@ -329,8 +405,14 @@ def _budget_text(budget: Mapping[str, Any]) -> str:
     return f"{budget.get('control_cap')} controls ({mode})"
 
 
-def _description(record: CaseRecord) -> str:
+def _description(record: CaseRecord, tree: CaseTree | None = None) -> str:
     lines = [str(record.get("summary", "")), ""]
+    if tree is not None and tree.partial:
+        lines += [
+            f"**Partial full-mode run:** {'; '.join(tree.partial)}. Not a full result; "
+            "do not compare it with published figures.",
+            "",
+        ]
     if record.get("evidence_class") == "infrastructure":
         lines += [
             "**Infrastructure evidence:** a built-in policy ran this case; it shows the "
@@ -448,7 +530,9 @@ def _escape_value(value: str) -> str:
 
 __all__ = [
     "AllureEnvironment",
+    "CaseTree",
     "allure_active",
+    "case_tree",
     "environment_items",
     "report_case",
     "write_environment",

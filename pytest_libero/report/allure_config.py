@@ -3,8 +3,11 @@
 Allure 3 ignores the results folder's categories.json, and without a ``groupBy`` its
 report files every case under its pytest module (``test_libero.py``). Both come from
 Allure 3's own config file instead, so ``pytest-libero report`` writes one: the tree
-groups by the labels each case carries (LIBERO -> suite -> task) and the categories
-are :data:`pytest_libero.report.allure.CATEGORIES`. Nothing is downloaded: Allure 3 is
+groups by the three suite labels each case carries and the categories are
+:data:`pytest_libero.report.allure.CATEGORIES`. The labels make the tree
+LIBERO -> suite -> task in fast mode and suite -> task -> "state N" in full mode
+(:func:`pytest_libero.report.allure.case_tree`), so one config serves both, and a
+results folder holding both modes keeps them apart. Nothing is downloaded: Allure 3 is
 used only where it is already installed.
 """
 
@@ -25,7 +28,9 @@ from pytest_libero.report.allure import CATEGORIES
 CONFIG_NAME = "allurerc.mjs"
 # The first line marks a config as ours, so rewriting it never clobbers a user's own.
 HEADER = "// Written by `pytest-libero report`; it rewrites this file on each run.\n"
-# The labels allure_report sets on every case: LIBERO, the suite, the task's name.
+# The labels allure.case_tree sets on every case, outermost first. Fast mode: LIBERO,
+# the suite, the task's name. Full mode: the suite, the task ("<task id> <name>"), and
+# "state N" (its init state).
 TREE_LABELS = ("parentSuite", "suite", "subSuite")
 ALLURE_ENV = "PYTEST_LIBERO_ALLURE"
 ALLURE_VERSION = "3.18.0"  # the release this project's tests render with
@@ -41,6 +46,12 @@ def allure3_config() -> dict[str, Any]:
         "plugins": {"awesome": {"options": {"groupBy": list(TREE_LABELS)}}},
         "categories": {"rules": rules},
     }
+
+
+def tree_path(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where Allure 3's tree files one ``*-result.json``: its TREE_LABELS values, in order."""
+    labels = {label["name"]: label["value"] for label in result.get("labels", [])}
+    return tuple(labels[name] for name in TREE_LABELS if name in labels)
 
 
 def write_config(path: Path) -> Path:
@@ -149,5 +160,6 @@ __all__ = [
     "find_allure",
     "generate_command",
     "not_found_message",
+    "tree_path",
     "write_config",
 ]

@@ -12,6 +12,9 @@ import pytest
 
 from pytest_libero.results.recorder import Recorder
 
+PER_TASK_LINES = 12
+"""Full mode prints one line per task up to this many tasks; beyond, the lowest three."""
+
 
 def format_rate(label: str, rate: dict[str, Any]) -> str:
     if rate["rate"] is None:
@@ -35,7 +38,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"profile {summary.get('profile')}{label}",
         ", ".join(f"{counts[k]} {k}" for k in counts),
     ]
-    lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
+    if summary.get("mode") == "full":
+        lines += full_mode_lines(summary)
+    else:
+        lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
     lines.append(format_rate("overall", summary["overall"]))
     clipping = summary.get("clipping") or {}
     if clipping.get("values"):
@@ -45,6 +51,73 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
     return lines
+
+
+def full_mode_lines(summary: dict[str, Any]) -> list[str]:
+    """Full mode: cases as tasks x states, why a run is partial, each suite's rate with
+    its coverage and comparability, the published figures beside it (marked as not
+    measured here), per-task rates when there are few tasks, the four-suite average."""
+    tasks: dict[str, dict[str, Any]] = summary.get("tasks") or {}
+    cases = summary["counts"]["selected"]
+    states = len(summary.get("init_states") or [])
+    shape = (f"{len(tasks)} tasks x {states} states" if cases == len(tasks) * states
+             else f"{len(tasks)} tasks, up to {states} states each")
+    lines = [f"full mode: {cases} cases ({shape})"]
+    if summary.get("partial"):
+        lines.append(
+            f"PARTIAL full-mode run: {'; '.join(summary['partial'])} \u2014 not a full result; "
+            "do not compare with published figures"
+        )
+    few = len(tasks) <= PER_TASK_LINES
+    for suite, rate in sorted(summary["suites"].items()):
+        per_task = rate.get("states_per_task")
+        covered = rate["tasks"]["text"] + (f" x {per_task} states" if per_task else "")
+        lines.append(f"{format_rate(suite, rate)}; {covered}")
+        if rate.get("comparable"):
+            lines.append("  comparable with published full-mode figures: every task, all init "
+                         "states, reference horizons, every episode completed")
+        else:
+            lines.append("  not comparable with published figures: "
+                         + "; ".join(rate.get("not_comparable_because") or []))
+        lines.append("  " + published_line(rate.get("published_figures") or {}, suite))
+        mine = sorted((t, r) for t, r in tasks.items() if r.get("suite") == suite)
+        if few:
+            lines += [f"  {format_rate(t, r)}{_task_gaps(r)}" for t, r in mine]
+        elif mine:
+            rated = sorted((r["rate"], t) for t, r in mine if r["rate"] is not None)
+            lowest = ", ".join(f"{t} {v:.1%}" for v, t in rated[:3])
+            lines.append(f"  {len(mine)} tasks: per-task rates in summary.json (tasks)"
+                         + (f"; lowest: {lowest}" if lowest else ""))
+    average = summary.get("four_suite_average") or {}
+    if average and not average.get("missing"):
+        pooled = average["pooled"]
+        mean = average.get("mean_of_suite_rates")
+        shown = "no completed episode" if mean is None else f"{mean:.1%} mean of suite rates"
+        lines.append(format_rate(f"four-suite average ({shown}); pooled", pooled)
+                     + ("" if average.get("comparable") else "; not comparable"))
+        lines.append("  " + published_line(average.get("published_figures") or {}, "average"))
+    return lines
+
+
+def published_line(block: dict[str, Any], suite: str) -> str:
+    """One compact line of a suite's published figures, never mistaken for measured ones."""
+    figures = block.get("figures") or []
+    if not figures:
+        return f"published (not measured here): none for {suite} in the kept sources"
+    return "published (not measured here): " + ", ".join(
+        f"{f['model']} {_percent(f['percent'])}%" for f in figures
+    )
+
+
+def _percent(value: float) -> str:
+    """A published percentage as its source writes it: 98.0, 96.85."""
+    return f"{value:.1f}" if float(value).is_integer() else f"{value:g}"
+
+
+def _task_gaps(rate: dict[str, Any]) -> str:
+    states = rate.get("states") or {}
+    gaps = [f"{states[k]} {k}" for k in ("errored", "unattempted") if states.get(k)]
+    return f" [{', '.join(gaps)}]" if gaps else ""
 
 
 class TerminalSummary:

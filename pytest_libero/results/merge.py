@@ -91,6 +91,10 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             profile=first["plan"]["profile"]["name"],
             evidence_class=first["plan"]["evidence_class"],
             protocol_identity=first["protocol_identity"],
+            # Full mode from the plan in run.json; folders from before full mode are fast.
+            mode=first["plan"].get("mode", "fast"),
+            partial=first["plan"].get("partial") or [],
+            selection=first["plan"]["selection"],
         )
         target.write_json("summary.json", summary)
     finally:

@@ -27,7 +27,7 @@ from pytest_libero.episode.record import (
     CaseRecord,
     record_from_json,
 )
-from pytest_libero.protocol.identity import data_digests, protocol_identity
+from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.results.folder import (
     RunFolder,
@@ -47,7 +47,8 @@ class Recorder:
         self.plan = plan
         self.folder = folder
         self.gates = gates
-        self.baseline = load_baseline(gates.baseline) if gates.baseline is not None else None
+        self.baseline = (load_baseline(gates.baseline, plan.identity)
+                         if gates.baseline is not None else None)
         """The baseline run's records, read (and checked) before any case runs."""
         self.records: dict[str, CaseRecord] = {}
         self.verdicts: list[Verdict] = []
@@ -105,7 +106,10 @@ class Recorder:
             run_id=run_id_of(self.folder.path),
             profile=self.plan.profile.name,
             evidence_class=self.plan.evidence_class,
-            protocol_identity=protocol_identity(),
+            protocol_identity=self.plan.identity,
+            mode=self.plan.mode,
+            partial=self.plan.partial,
+            selection=self.plan.selection.as_dict(),
         )
 
     @pytest.hookimpl(trylast=True)
@@ -154,7 +158,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "source_pin": SOURCE_PIN,
         "installed": installed,
         **data_digests(),
-        "protocol_identity": protocol_identity(),
+        "protocol_identity": plan.identity,
         "record_schema": RECORD_SCHEMA,
         "plan": plan.as_dict(),
         "host": {

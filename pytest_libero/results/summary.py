@@ -1,18 +1,29 @@
 """Run summaries from case records: outcome classes (P11) and success rates.
 
 Pure functions over plain records, shared by the live recorder, the merge command and
-the gate, so every path computes the same numbers."""
+the gate, so every path computes the same numbers.
+
+Full mode adds what a run over init states needs: a rate per task over its states, per
+suite how much of it the run covers and whether the result stands beside published
+full-mode figures (``comparable``), the published figures themselves (marked as such),
+and the plan's reasons why the run is partial. Fast mode's summary has none of these
+keys: it is exactly what it was before full mode existed."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_libero.catalog.entries import Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
+from pytest_libero.results.published import AVERAGE, load_published
 
 COMPLETED = ("success", "failure")
+_CASE_ID = re.compile(r"^(?P<suite>[^-]+)-(?P<index>\d+)(?:-s(?P<state>\d+))?$")
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -39,15 +50,26 @@ def success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
 
 
 def summarize(
-    selected: Sequence[str], records: Mapping[str, CaseRecord], **identity: Any
+    selected: Sequence[str],
+    records: Mapping[str, CaseRecord],
+    *,
+    mode: str = "fast",
+    partial: Sequence[str] = (),
+    selection: Mapping[str, Any] | None = None,
+    **identity: Any,
 ) -> dict[str, Any]:
-    """Counts of every outcome class and rates per suite and overall."""
+    """Counts of every outcome class and rates per suite and overall.
+
+    ``mode``, ``partial`` and ``selection`` are the plan's (``RunPlan.mode``,
+    ``.partial``, ``.as_dict()["selection"]``); in full mode they add the per-task,
+    coverage and published-figure keys (:func:`full_mode_summary`).
+    """
     done = [records[c] for c in selected if c in records]
     outcomes = Counter(r["outcome"] for r in done)
     by_suite: dict[str, list[CaseRecord]] = {}
     for record in done:
         by_suite.setdefault(record["entry"]["suite"], []).append(record)
-    return {
+    summary = {
         **identity,
         "counts": {
             "selected": len(selected),
@@ -63,6 +85,9 @@ def summarize(
         "unattempted": [c for c in selected if c not in records],
         "clipping": clipping_totals(done),
     }
+    if mode == "full":
+        summary.update(full_mode_summary(selected, records, partial=partial, selection=selection))
+    return summary
 
 
 def clipping_totals(records: Iterable[CaseRecord]) -> dict[str, Any]:
@@ -74,3 +99,129 @@ def clipping_totals(records: Iterable[CaseRecord]) -> dict[str, Any]:
         "values": sum(t["values"] for t in clipped),
         "max_excess": max((t["max_excess"] for t in clipped), default=0.0),
     }
+
+
+def case_task(case_id: str) -> tuple[str, int, int | None]:
+    """``libero_10-03-s17`` -> (suite, task index, init state); state None in fast mode."""
+    match = _CASE_ID.match(case_id)
+    if match is None:
+        raise ValueError(f"not a LIBERO case id: {case_id!r}")
+    state = match["state"]
+    return match["suite"], int(match["index"]), None if state is None else int(state)
+
+
+def full_mode_summary(
+    selected: Sequence[str],
+    records: Mapping[str, CaseRecord],
+    *,
+    partial: Sequence[str] = (),
+    selection: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The full-mode keys of summary.json, over the cases this summary covers.
+
+    A suite is ``comparable`` with published full-mode figures only when nothing in the
+    plan makes the run partial (``partial`` empty: all 50 states, reference horizons),
+    this summary holds every task of the suite with all 50 states (not one shard's part),
+    and every one of those episodes completed. ``not_comparable_because`` says what is
+    missing otherwise. Published figures ride along under ``published_figures``, marked
+    as not measured by this run.
+    """
+    catalog = load_catalog()
+    published = load_published()
+    every_state = set(range(FULL_STATES_PER_TASK))
+    asked = list((selection or {}).get("init_states") or [])
+    asked_all = not asked or set(asked) == every_state
+
+    task_states: dict[str, set[int]] = {}
+    task_cases: dict[str, list[str]] = {}
+    task_suite: dict[str, tuple[str, int]] = {}
+    for case in selected:
+        try:
+            suite, index, state = case_task(case)
+        except ValueError:  # not a catalog case id: its record says which task it ran
+            if case not in records:
+                continue
+            entry: Mapping[str, Any] = records[case]["entry"]
+            suite, index, state = entry["suite"], int(entry["index"]), entry.get("init_state")
+        task = f"{suite}-{index:02d}"
+        task_suite[task] = (suite, index)
+        task_cases.setdefault(task, []).append(case)
+        if state is not None:
+            task_states.setdefault(task, set()).add(state)
+
+    tasks: dict[str, dict[str, Any]] = {}
+    for task, cases in task_cases.items():
+        suite, index = task_suite[task]
+        recorded = [records[c] for c in cases if c in records]
+        tasks[task] = {
+            **success_rate(recorded),
+            "suite": suite,
+            "index": index,
+            "name": _task_name(catalog.suite_entries(suite), index, recorded),
+            "states": {
+                "selected": len(cases),
+                "errored": sum(r["outcome"] == "errored" for r in recorded),
+                "unattempted": len(cases) - len(recorded),
+            },
+        }
+
+    suites: dict[str, dict[str, Any]] = {}
+    for suite in dict.fromkeys(s for s, _ in task_suite.values()):
+        mine = [t for t in tasks if tasks[t]["suite"] == suite]
+        cases = [c for t in mine for c in task_cases[t]]
+        recorded = [records[c] for c in cases if c in records]
+        of = len(catalog.suite_entries(suite))
+        per_task = {len(task_cases[t]) for t in mine}
+        errored = sum(r["outcome"] == "errored" for r in recorded)
+        unattempted = len(cases) - len(recorded)
+        reasons = list(partial)
+        if len(mine) < of:
+            reasons.append(f"{len(mine)} of {of} tasks covered")
+        short = [t for t in mine if task_states.get(t, set()) != every_state]
+        if short and asked_all:  # with a state subset, the plan's reason already says so
+            reasons.append(
+                f"{len(short)} of {len(mine)} tasks have fewer than {FULL_STATES_PER_TASK} "
+                "init states here (one shard's part? merge the shards)"
+            )
+        if errored or unattempted:
+            reasons.append(
+                f"{errored} errored and {unattempted} unattempted episode(s): the rate is "
+                f"over {len(recorded) - errored} of {len(cases)} episodes"
+            )
+        suites[suite] = {
+            **success_rate(recorded),
+            "tasks": {"selected": len(mine), "of": of, "text": f"{len(mine)} of {of} tasks"},
+            "states_per_task": per_task.pop() if len(per_task) == 1 else None,
+            "episodes": {"selected": len(cases), "errored": errored, "unattempted": unattempted},
+            "comparable": not reasons,
+            "not_comparable_because": reasons,
+            "published_figures": published.block(suite),
+        }
+
+    four = list(published.average_suites)
+    pooled = [records[c] for s in four if s in suites
+              for t in tasks if tasks[t]["suite"] == s for c in task_cases[t] if c in records]
+    rates = [suites[s]["rate"] if s in suites else None for s in four]
+    average = {
+        "suites": four,
+        "missing": [s for s in four if s not in suites],
+        "mean_of_suite_rates": (sum(r for r in rates if r is not None) / len(four)
+                                if all(r is not None for r in rates) else None),
+        "pooled": success_rate(pooled),
+        "comparable": all(s in suites and suites[s]["comparable"] for s in four),
+        "published_figures": published.block(AVERAGE),
+    }
+    return {
+        "mode": "full",
+        "partial": list(partial),
+        "init_states": asked or sorted({s for states in task_states.values() for s in states}),
+        "tasks": tasks,
+        "suites": suites,
+        "four_suite_average": average,
+    }
+
+
+def _task_name(entries: Sequence[Entry], index: int, recorded: Sequence[CaseRecord]) -> str | None:
+    for record in recorded:
+        return str(record["entry"]["name"])
+    return next((e.name for e in entries if e.index == index), None)

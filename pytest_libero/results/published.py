@@ -1,0 +1,112 @@
+"""LIBERO success rates published by their authors, shipped for orientation only.
+
+``data/published_results.json`` keeps only figures read in their primary source, each
+with that source's title, commit-pinned URL, repository path and commit, and a note on
+the protocol behind it. A full-mode summary shows them beside each suite it measured,
+under a key that says they are published, not measured; fast mode never shows them
+(one init state per task is not the published protocol). They are no part of the
+protocol identity: adding a figure changes no run's identity.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pytest_libero.data import data_path
+
+PUBLISHED_FILE = "published_results.json"
+PUBLISHED_SCHEMA = "pytest-libero-published-results/1"
+AVERAGE = "average"
+"""The key of the mean over the four suites openpi, OpenVLA and OpenVLA-OFT report."""
+NOTE = "published by their authors; not measured by this run"
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    """One model's published LIBERO success rates (percent) and where they come from."""
+
+    label: str
+    """Short name for the terminal (``pi05``, ``OpenVLA``)."""
+    model: str
+    source_title: str
+    url: str
+    """Commit-pinned URL of the source document."""
+    repo: str
+    path: str
+    commit: str
+    protocol: str
+    success_percent: Mapping[str, float]
+
+    def as_dict(self, key: str) -> dict[str, Any]:
+        """The figure for one suite (or ``average``), as summary.json shows it."""
+        return {
+            "model": self.label,
+            "model_name": self.model,
+            "percent": self.success_percent[key],
+            "source": self.url,
+            "source_title": self.source_title,
+            "commit": self.commit,
+            "protocol": self.protocol,
+        }
+
+
+@dataclass(frozen=True)
+class PublishedResults:
+    """Every kept figure, the suites their average spans, and suites none covers."""
+
+    figures: tuple[PublishedFigure, ...]
+    average_suites: tuple[str, ...]
+    not_published: Mapping[str, str]
+    note: str
+
+    def for_suite(self, suite: str) -> list[PublishedFigure]:
+        """Figures published for ``suite`` (or ``average``), in the file's order."""
+        return [f for f in self.figures if suite in f.success_percent]
+
+    def block(self, suite: str) -> dict[str, Any]:
+        """summary.json's ``published_figures`` for one suite (or the average)."""
+        data: dict[str, Any] = {
+            "note": NOTE,
+            "figures": [f.as_dict(suite) for f in self.for_suite(suite)],
+        }
+        if suite in self.not_published:
+            data["none_because"] = self.not_published[suite]
+        return data
+
+
+@cache
+def load_published() -> PublishedResults:
+    """Read and check the packaged figures: every one names a pinned source."""
+    data = json.loads(data_path(PUBLISHED_FILE).read_text(encoding="utf-8"))
+    if data.get("schema") != PUBLISHED_SCHEMA:
+        raise ValueError(f"{PUBLISHED_FILE}: schema {data.get('schema')!r}, expected {PUBLISHED_SCHEMA}")
+    figures = []
+    for raw in data["figures"]:
+        source = raw["source"]
+        commit = str(source["commit"])
+        if commit not in str(source["url"]):
+            raise ValueError(f"{PUBLISHED_FILE}: {raw['label']}: URL is not pinned to {commit}")
+        percent = {str(k): float(v) for k, v in raw["success_percent"].items()}
+        if not percent or any(not 0.0 <= v <= 100.0 for v in percent.values()):
+            raise ValueError(f"{PUBLISHED_FILE}: {raw['label']}: percentages must be 0-100")
+        figures.append(PublishedFigure(
+            label=str(raw["label"]),
+            model=str(raw["model"]),
+            source_title=str(source["title"]),
+            url=str(source["url"]),
+            repo=str(source["repo"]),
+            path=str(source["path"]),
+            commit=commit,
+            protocol=str(raw["protocol"]),
+            success_percent=percent,
+        ))
+    return PublishedResults(
+        figures=tuple(figures),
+        average_suites=tuple(data["average_suites"]),
+        not_published=dict(data.get("not_published") or {}),
+        note=str(data["note"]),
+    )
