@@ -2,7 +2,8 @@
 
 ``merge`` joins shards (or the pieces of a resumed or killed run) and can gate the
 whole: a sharded run is judged once, on all its cases. ``report`` turns an Allure
-results folder into the HTML report, grouped LIBERO -> suite -> task.
+results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
+re-executes a run folder's recorded actions and checks every case against its record.
 """
 
 from __future__ import annotations
@@ -54,10 +55,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar="REPORT_DIR", help="where the report goes (default: allure-report)")
     report.add_argument("--config", type=Path, default=Path(allure_config.CONFIG_NAME),
                         help=f"the Allure 3 config to write (default: {allure_config.CONFIG_NAME})")
+    verify = commands.add_parser(
+        "verify",
+        help="prove a run folder by re-executing every case's recorded actions",
+        description="Check each case's evidence files against their recorded hashes, then "
+        "re-open its episode in a fresh simulator process, re-run the recorded actions and "
+        "compare every delivered observation hash, the native outcome and the counters with "
+        "the record. Writes verify.json in RUN_DIR; exit 0 only when every case verifies.",
+    )
+    verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    verify.add_argument("--case", action="append", default=[], metavar="ID",
+                        help="verify only this case (repeatable)")
+    verify.add_argument("-n", "--jobs", type=int, default=1, metavar="N",
+                        help="cases re-executed side by side (default 1)")
     args = parser.parse_args(argv)
     if args.command == "report":
         return _report(parser, args)
+    if args.command == "verify":
+        return _verify(parser, args)
     return _merge(parser, args)
+
+
+def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.audit.verify import verify_run
+
+    if args.jobs < 1:
+        parser.exit(2, f"pytest-libero verify: -n must be at least 1, got {args.jobs}\n")
+    try:
+        verdicts, written = verify_run(args.run_dir, args.case, jobs=args.jobs,
+                                       say=lambda line: print(line, flush=True))
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero verify: {exc}\n")
+    passed = sum(v.status == "verified" for v in verdicts)
+    print(f"{passed} of {len(verdicts)} cases verified; verdicts: {written}")
+    return 0 if verdicts and passed == len(verdicts) else 1
 
 
 def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -32,6 +32,8 @@ class EntryRecord(TypedDict):
     language: str
     bddl_file: str
     init_states_file: str
+    init_state: NotRequired[int]
+    """Full mode: the released init state this case started from."""
 
 
 class BudgetRecord(TypedDict):

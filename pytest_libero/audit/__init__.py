@@ -1,0 +1,1 @@
+"""Audit replay: prove a result folder by re-executing its recorded actions."""

@@ -1,0 +1,105 @@
+"""Compare a re-executed episode with its record: the first difference, both values.
+
+Images are compared only when the run and the check render with the same GL backend
+(Mesa on a CPU and a GPU's EGL differ in the last bits). Encoders do not depend on
+rendering: equal hashes on one machine; across CPU kinds they agree to about 1e-15,
+so where the record kept their values (evidence level full) a difference up to
+``ENCODER_TOLERANCE`` is accepted and noted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_libero.audit.replay import Replay
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.reader import ObservationHashes
+
+ENCODER_TOLERANCE = 1e-9
+"""Largest encoder difference (rad, or m for the gripper) accepted as the same value."""
+
+VERIFIED = "verified"
+MISMATCH = "mismatch"
+NOT_VERIFIABLE = "not_verifiable"
+
+
+@dataclass
+class Verdict:
+    """One case's result: verified, mismatch (the first difference) or not verifiable."""
+
+    case: str
+    status: str
+    reason: str
+    difference: dict[str, Any] | None = None
+    checked: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"case": self.case, "status": self.status, "reason": self.reason,
+                "difference": self.difference, "checked": self.checked}
+
+
+def compare(
+    record: CaseRecord,
+    recorded: Sequence[ObservationHashes],
+    recorded_proprio: Sequence[list[float] | None],
+    replay: Replay,
+    *,
+    images: bool,
+) -> Verdict:
+    """The verdict for one case; ``images`` says whether image hashes are comparable."""
+    case = record["case"]
+    notes: list[str] = []
+    checked: dict[str, Any] = {"deliveries": len(recorded), "controls": replay.executed_controls,
+                               "images_compared": images}
+    for shown, done, values in zip(recorded, replay.deliveries, recorded_proprio):
+        where = {"call": shown.call, "executed_controls": shown.executed_controls}
+        if shown.executed_controls != done.executed_controls:
+            return _mismatch(case, where, "executed_controls", shown.executed_controls,
+                             done.executed_controls, checked)
+        if images:
+            for camera, digest in shown.images.items():
+                if done.images.get(camera) != digest:
+                    return _mismatch(case, where, camera, digest, done.images.get(camera), checked)
+        if shown.proprio != done.proprio:
+            gap = _encoder_gap(values, done.proprio_values)
+            if gap is None or gap > ENCODER_TOLERANCE:
+                return _mismatch(case, where, "proprio", shown.proprio, done.proprio, checked,
+                                 note=None if gap is None else f"max |difference| {gap:.3g}")
+            notes.append(f"call {shown.call}: encoders within {gap:.2g} of the record")
+    if len(recorded) != len(replay.deliveries):
+        return _mismatch(case, {"call": min(len(recorded), len(replay.deliveries)) + 1},
+                         "deliveries", len(recorded), len(replay.deliveries), checked)
+    counters = record["counters"]
+    for name, value in (("executed_controls", replay.executed_controls),
+                        ("first_success_control", replay.first_success_control),
+                        ("first_success_policy_call", replay.first_success_policy_call)):
+        if counters[name] != value:  # type: ignore[literal-required]
+            return _mismatch(case, {"counter": name}, name, counters[name],  # type: ignore[literal-required]
+                             value, checked)
+    native = "success" if replay.first_success_control is not None else "failure"
+    if record["outcome"] != "errored" and record["outcome"] != native:
+        return _mismatch(case, {"outcome": True}, "outcome", record["outcome"], native, checked)
+    reason = f"{len(recorded)} deliveries and {replay.executed_controls} controls re-executed"
+    reason += ", outcome " + (native if record["outcome"] != "errored" else "errored (prefix only)")
+    if not images:
+        reason += "; images not compared (another GL backend)"
+    if notes:
+        checked["tolerance_notes"] = notes
+    return Verdict(case, VERIFIED, reason, None, checked)
+
+
+def _encoder_gap(recorded: list[float] | None, replayed: list[float] | None) -> float | None:
+    if recorded is None or replayed is None or len(recorded) != len(replayed):
+        return None
+    return max((abs(a - b) for a, b in zip(recorded, replayed)), default=0.0)
+
+
+def _mismatch(case: str, where: dict[str, Any], what: str, recorded: Any, replayed: Any,
+              checked: dict[str, Any], note: str | None = None) -> Verdict:
+    place = ", ".join(f"{k} {v}" for k, v in where.items() if v is not True)
+    reason = f"{what} differs" + (f" at {place}" if place else "")
+    reason += f": recorded {recorded}, re-executed {replayed}" + (f" ({note})" if note else "")
+    difference = {**where, "field": what, "recorded": recorded, "replayed": replayed}
+    return Verdict(case, MISMATCH, reason, difference, checked)

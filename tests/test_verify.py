@@ -1,0 +1,178 @@
+"""``pytest-libero verify`` against real LIBERO runs: an untouched run verifies; edits that
+keep every file hash consistent are caught by re-execution; missing files and another
+simulator version make a case not verifiable, each with its reason."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_libero.protocol.hashing import array_sha256, sha256_file
+from pytest_libero.results.merge import merge_runs
+
+pytestmark = pytest.mark.simulator
+
+TINY = ["--libero-profile=random", "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
+        "--libero-replan-interval=3"]
+
+
+def run_pytest(cwd: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                   cwd=cwd, capture_output=True, text=True, check=False, timeout=900)
+
+
+def verify(run: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run), *args],
+                          capture_output=True, text=True, timeout=900)
+    verdicts = json.loads((run / "verify.json").read_text()) if (run / "verify.json").exists() else {}
+    return done.returncode, done.stdout + done.stderr, verdicts
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One fast-mode run on the proprio track, full evidence: two cases, random actions."""
+    root = tmp_path_factory.mktemp("verify")
+    run_pytest(root, *TINY, "--libero-scope=development", "--libero-task-ids=0,1",
+               "--libero-track=rgb+proprio", "--libero-run-id=original")
+    run = root / "libero-results" / "random" / "original"
+    assert (run / "results.jsonl").is_file()
+    return run
+
+
+def copy_of(run: Path, tmp_path: Path) -> Path:
+    target = tmp_path / run.name
+    shutil.copytree(run, target)
+    return target
+
+
+def rewrite_line(path: Path, index: int, change: Any) -> None:
+    lines = path.read_text().splitlines()
+    lines[index] = json.dumps(change(json.loads(lines[index])), sort_keys=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def rehash(run: Path, case: str, name: str) -> None:
+    """Make the record agree with an edited evidence file, as a careful forger would."""
+    digest = sha256_file(run / "cases" / case / name)
+    size = (run / "cases" / case / name).stat().st_size
+
+    def fix(record: dict[str, Any]) -> dict[str, Any]:
+        if record["case"] == case:
+            record["evidence"]["files"][name] = {"bytes": size, "sha256": digest}
+        return record
+
+    results = run / "results.jsonl"
+    for i in range(len(results.read_text().splitlines())):
+        rewrite_line(results, i, fix)
+    episode = run / "cases" / case / "episode.json"
+    episode.write_text(json.dumps(fix(json.loads(episode.read_text())), indent=1, sort_keys=True))
+
+
+def test_an_untouched_run_verifies(recorded: Path) -> None:
+    code, output, verdicts = verify(recorded, "-n", "2")
+    assert code == 0, output
+    assert verdicts["passed"] is True and verdicts["counts"]["verified"] == 2
+    assert "libero_10-00 VERIFIED" in output and "2 of 2 cases verified" in output
+    assert all(c["checked"]["images_compared"] for c in verdicts["cases"])
+
+
+def test_an_action_changed_with_consistent_hashes_fails_by_re_execution(
+    recorded: Path, tmp_path: Path
+) -> None:
+    run = copy_of(recorded, tmp_path)
+    actions = run / "cases" / "libero_10-01" / "actions.jsonl"
+
+    def push(line: dict[str, Any]) -> dict[str, Any]:
+        chunk = np.frombuffer(base64.b64decode(line["actions"]["base64"]), dtype=np.float64)
+        chunk = chunk.reshape(line["actions"]["shape"]).copy()
+        chunk[0, 0] = -chunk[0, 0] if chunk[0, 0] else 0.9
+        line["actions"]["base64"] = base64.b64encode(chunk.tobytes()).decode()
+        line["actions"]["sha256"] = array_sha256(chunk)
+        return line
+
+    rewrite_line(actions, 0, push)
+    rehash(run, "libero_10-01", "actions.jsonl")
+    code, output, verdicts = verify(run)
+    assert code == 1, output
+    by_case = {c["case"]: c for c in verdicts["cases"]}
+    assert by_case["libero_10-00"]["status"] == "verified"
+    bad = by_case["libero_10-01"]
+    assert bad["status"] == "mismatch" and bad["difference"]["call"] == 2
+    assert bad["difference"]["field"] in ("agentview", "robot0_eye_in_hand", "proprio")
+    assert "libero_10-01 MISMATCH" in output
+
+
+def test_a_changed_observation_hash_fails_and_names_the_delivery(
+    recorded: Path, tmp_path: Path
+) -> None:
+    run = copy_of(recorded, tmp_path)
+    index = run / "cases" / "libero_10-00" / "observations.jsonl"
+    forged = "0" * 64
+
+    def forge(line: dict[str, Any]) -> dict[str, Any]:
+        line["images"]["agentview"]["sha256"] = forged
+        return line
+
+    rewrite_line(index, 2, forge)
+    rehash(run, "libero_10-00", "observations.jsonl")
+    code, output, verdicts = verify(run, "--case", "libero_10-00")
+    assert code == 1
+    [verdict] = verdicts["cases"]
+    assert verdict["status"] == "mismatch"
+    assert verdict["difference"] == {"call": 3, "executed_controls": 6, "field": "agentview",
+                                     "recorded": forged, "replayed": verdict["difference"]["replayed"]}
+    # An edit without re-hashing is caught before any simulator starts.
+    rewrite_line(index, 0, forge)
+    code, output, verdicts = verify(run, "--case", "libero_10-00")
+    assert "file observations.jsonl does not have its recorded sha256" in verdicts["cases"][0]["reason"]
+
+
+def test_missing_files_and_another_simulator_are_not_verifiable(recorded: Path, tmp_path: Path) -> None:
+    run = copy_of(recorded, tmp_path)
+    (run / "cases" / "libero_10-00" / "actions.jsonl").unlink()
+    code, output, verdicts = verify(run, "--case", "libero_10-00")
+    assert code == 1
+    assert verdicts["cases"][0]["status"] == "not_verifiable"
+    assert "actions.jsonl is missing" in verdicts["cases"][0]["reason"]
+
+    run_json = json.loads((run / "run.json").read_text())
+    run_json["installed"]["robosuite"] = "1.4.1"
+    (run / "run.json").write_text(json.dumps(run_json))
+    code, output, verdicts = verify(run, "--case", "libero_10-01")
+    assert code == 1
+    assert "robosuite 1.4.1 (run) vs 1.4.0 (installed)" in verdicts["cases"][0]["reason"]
+
+
+def test_another_backend_checks_what_rendering_does_not_touch(recorded: Path, tmp_path: Path) -> None:
+    run = copy_of(recorded, tmp_path)
+    run_json = json.loads((run / "run.json").read_text())
+    run_json["render"]["backend"] = "osmesa"
+    (run / "run.json").write_text(json.dumps(run_json))
+    code, output, verdicts = verify(run, "--case", "libero_10-00")
+    assert code == 0, output
+    assert "MUJOCO_GL=osmesa (run) vs egl here" in output
+    assert verdicts["images_compared"] is False
+    assert "images not compared" in verdicts["cases"][0]["reason"]
+
+
+def test_merged_full_mode_shards_at_replayable_evidence_verify(tmp_path: Path) -> None:
+    args = ["--libero-profile=random", "--libero-mode=full", "--libero-scope=task_coverage",
+            "--libero-suite=libero_object", "--libero-task-ids=0", "--libero-init-states=0,4",
+            "--libero-budget-mode=decisions", "--libero-max-policy-calls=2",
+            "--libero-replan-interval=3", "--libero-run-id=sharded"]
+    for index in (1, 2):
+        run_pytest(tmp_path, *args, f"--libero-shard={index}/2")
+    base = tmp_path / "libero-results" / "random" / "sharded"
+    merged = merge_runs([base / "shard-1-of-2", base / "shard-2-of-2"])
+    code, output, verdicts = verify(merged, "-n", "2")
+    assert code == 0, output
+    assert sorted(c["case"] for c in verdicts["cases"]) == ["libero_object-00-s0", "libero_object-00-s4"]
+    assert not any((merged / "cases").glob("*"))  # the evidence stayed in the shards
