@@ -301,7 +301,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     from libero.libero import benchmark, get_libero_path
     from libero.libero.envs import OffScreenRenderEnv
 
-    from pytest_libero.adapters.libero import random_state_digest
+    from pytest_libero.adapters.random_stream import random_state_digest
     from pytest_libero.catalog.inventory import states_sha256
 
     actions = np.asarray(job["actions"], dtype=np.float64)
@@ -637,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
     print(c.machine_note())
     print(versions())
-    a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i positioning "
+    a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i native "
               "resets, its adapter and loop" if full else
               f"the plugin's fast mode: fresh process + env per episode, seed {args.seed_a}")
     print(f"A: {a_text}, render {args.a_render}.  B: one env per task, seed {args.seed_b} once, "
@@ -652,15 +652,15 @@ def main(argv: list[str] | None = None) -> int:
                 "k": args.replan_interval, "wait": args.wait}
         b_future = pool.submit(in_fresh_process, "schedule_b",
                                {**base, "states": case["states"], "seed": args.seed_b, "every_state": full})
-        a_futures = [pool.submit(in_fresh_process, "schedule_a", _a_job(base, state, args))
-                     for state in case["states"]]
-        pending.append((case, base, b_future, a_futures))
-    for case, base, b_future, a_futures in pending:
+        # A's episodes of one task run one after another, each in a fresh process.
+        a_chain = pool.submit(lambda jobs: [in_fresh_process("schedule_a", j) for j in jobs],
+                              [_a_job(base, state, args) for state in case["states"]])
+        pending.append((case, base, b_future, a_chain))
+    for case, base, b_future, a_chain in pending:
         print(f"\n{case['suite']} task {case['task']}: states {case['states']}, actions {case['label']}",
               flush=True)
         b_runs = b_future.result()
-        for position, (state, b, a_future) in enumerate(zip(case["states"], b_runs, a_futures)):
-            a = a_future.result()
+        for position, (state, b, a) in enumerate(zip(case["states"], b_runs, a_chain.result())):
             cmp = compare(a, b)
             ident, inputs = a["identity"], b["inputs"]
             same_inputs = (ident["state_sha256"] == inputs["state_sha256"]

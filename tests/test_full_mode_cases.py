@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from libero_native import reference_loop_first_observations
 
+from pytest_libero.audit.verify import verify_run
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.protocol.hashing import array_sha256
@@ -89,6 +90,10 @@ def test_resume_and_the_baseline_gate_work_case_by_case(pytester: pytest.Pyteste
     assert [r["case"] for r in records(folder)] == ["libero_object-00-s1", "libero_object-00-s2"]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["counts"]["completed"] == 2
+    # The resumed folder proves itself by re-execution, case by case.
+    verified, _ = verify_run(folder, jobs=2, say=lambda line: None)
+    assert [(v.case, v.status) for v in verified] == [
+        ("libero_object-00-s1", "verified"), ("libero_object-00-s2", "verified")]
 
     # The baseline gate pairs the two runs by (entry, state).
     gated = pytester.runpytest(*FULL, *states, "--libero-run-id=second", f"--libero-baseline={folder}")

@@ -14,7 +14,7 @@ from pytest_libero.protocol.parameters import protocol_parameters
 
 # Changing this value is a protocol change: say so in the commit and the changelog.
 GOLDEN = "libero-protocol-v1:3bbf69ed0165df6faf45b4123da1da75"
-GOLDEN_FULL = "libero-protocol-full-v1:91b74f81ad561ebc3e585b594d162498"
+GOLDEN_FULL = "libero-protocol-full-v1:c9353e1f75a528de41881727ac107769"
 
 
 def test_protocol_identity_is_pinned() -> None:

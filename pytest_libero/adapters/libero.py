@@ -8,8 +8,9 @@ Fast mode seeds 20260907 and starts from state 0 (P3). A full-mode case (an entr
 ``state``) reproduces episode ``state`` of openpi's loop, which seeds 7 once and runs
 the states in order in one environment: reusing that environment carries nothing into
 an episode but the position of numpy's global random stream, which ``reset()`` draws
-placements from (docs/full-mode.md). So the case seeds 7 and makes ``state`` soft
-resets first: the same draws, without rebuilding the model each time.
+placements from, and what the previous reset left (docs/full-mode.md). So the case
+seeds 7 and makes the ``state`` native resets the loop makes before that episode
+(:mod:`pytest_libero.adapters.random_stream`), then its own.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
-from pytest_libero.protocol.hashing import sha256_bytes, sha256_file
+from pytest_libero.protocol.hashing import sha256_file
 from pytest_libero.protocol.parameters import (
     CAMERAS,
     FULL_SEED,
@@ -57,12 +59,6 @@ def prepare_simulator_environment() -> None:
     for name, value in headless_rendering(os.environ).items():
         os.environ.setdefault(name, value)
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
-
-
-def random_state_digest() -> str:
-    """sha256 of numpy's global random state: where the next reset's draws begin."""
-    name, key, pos, has_gauss, cached = np.random.get_state(legacy=True)
-    return sha256_bytes(f"{name}:{pos}:{has_gauss}:{cached!r}:".encode() + np.asarray(key).tobytes())
 
 
 class RenderGate:
@@ -158,7 +154,7 @@ class LiberoEpisode:
         )
         self._env.seed(seed)
         if full:
-            self._position_random_stream(index)
+            self.identity["schedule"] = replay_resets(index, self._env.reset)
         self._env.reset()
         if self.render == "consumed":
             self._install_gates()
@@ -169,26 +165,6 @@ class LiberoEpisode:
             self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
-
-    def _position_random_stream(self, episodes_before: int) -> None:
-        """Draw what ``episodes_before`` native resets draw, without rebuilding the model.
-
-        A soft reset (robosuite's hard_reset off) samples the same placements from the
-        same stream as a hard one; the episode's own reset stays native and hard.
-        """
-        inner = self._env.env
-        hard = inner.hard_reset
-        inner.hard_reset = False
-        try:
-            for _ in range(episodes_before):
-                inner.reset()
-        finally:
-            inner.hard_reset = hard
-        self.identity["schedule"] = {
-            "mode": "full",
-            "positioning_resets": episodes_before,
-            "random_state_sha256": random_state_digest(),
-        }
 
     def _install_gates(self) -> None:
         observables = self._env.env._observables

@@ -104,7 +104,7 @@ def full_schedule_parameters() -> dict[str, object]:
         "episode": [
             "fresh environment per episode",
             f"env.seed({FULL_SEED})",
-            "i random-stream positioning resets (hard_reset off) for init state i",
+            "for init state i: the i native env.reset() calls the loop makes before it",
             "env.reset()",
             "env.set_init_state(states[i])",
             f"{SETTLE_CONTROLS} settling controls",
