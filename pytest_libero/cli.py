@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "a new run id beside the first folder")
     merge.add_argument("--min-success", type=float, metavar="RATE",
                        help="gate the merged run: exit 1 unless complete and at least RATE")
+    merge.add_argument("--min-safe-success", type=float, metavar="RATE",
+                       help="gate the merged run: exit 1 unless complete, monitored, and "
+                       "its safe-success rate is at least RATE")
     merge.add_argument("--baseline", type=Path, metavar="RUN_DIR",
                        help="gate the merged run against an earlier run (exact McNemar)")
     merge.add_argument("--baseline-alpha", type=float, default=0.05)
@@ -68,7 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="verify only this case (repeatable)")
     verify.add_argument("-n", "--jobs", type=int, default=1, metavar="N",
                         help="cases re-executed side by side (default 1)")
+    safety = commands.add_parser(
+        "safety",
+        help="recompute the safety verdicts of a run folder from its raw signals",
+        description="Read each case's safety.npz and evaluate it again, under the recorded "
+        "thresholds or changed ones (--threshold NAME=VALUE); print each case's verdict "
+        "and whether it equals the recorded one. Nothing is written. See docs/safety.md.",
+    )
+    safety.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    safety.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                        help="e.g. tilt_deg=30 or displacement_m=0.02 (repeatable)")
     args = parser.parse_args(argv)
+    if args.command == "safety":
+        return _safety(parser, args)
     if args.command == "report":
         return _report(parser, args)
     if args.command == "verify":
@@ -100,6 +115,7 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         verdicts = evaluate_gates(
             summary, {r["case"]: r for r in read_results(merged)}, min_success=args.min_success,
             baseline=baseline, alpha=args.baseline_alpha,
+            min_safe_success=args.min_safe_success,
         )
     except SetupError as exc:
         parser.exit(2, f"pytest-libero merge: {exc}\n")
@@ -109,6 +125,42 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print("\n".join(verdict.lines))
     print(f"merged: {merged}")
     return 0 if all(v.passed for v in verdicts) else 1
+
+
+def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.audit.verify import case_folder
+    from pytest_libero.safety.recompute import recompute, thresholds_from
+    from pytest_libero.safety.signals import SIGNALS_NAME
+
+    try:
+        overrides = {}
+        for item in args.threshold:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--threshold {item!r}: write NAME=VALUE")
+            overrides[name] = float(value)
+        thresholds = thresholds_from(overrides)
+        records = read_results(args.run_dir)
+    except (ValueError, SetupError) as exc:
+        parser.exit(2, f"pytest-libero safety: {exc}\n")
+    same = checked = 0
+    for record in records:
+        folder = case_folder(args.run_dir, record)
+        if "safety" not in record or not (folder / SIGNALS_NAME).is_file():
+            print(f"{record['case']}: no safety signals")
+            continue
+        safety, engagement = recompute(folder, record["outcome"] == "success", thresholds)
+        checked += 1
+        agrees = (safety, engagement) == (record["safety"], record.get("engagement"))
+        same += agrees
+        events = "; ".join(f"{e['predicate']} {e['object']} at control {e['control']}"
+                           for e in safety["events"][:3])
+        print(f"{record['case']}: {safety['verdict']}, {engagement}"
+              + (f" ({events})" if events else "")
+              + ("" if agrees else f"  [recorded: {record['safety']['verdict']}, "
+                 f"{record.get('engagement')}]"))
+    print(f"{same} of {checked} cases give the recorded verdict under these thresholds")
+    return 0
 
 
 def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -68,6 +68,8 @@ def test_cli_overrides_ini(pytester: pytest.Pytester) -> None:
         (["--libero-track=depth"], "*allowed: rgb, rgb+proprio*"),
         (["--libero-policy-option=chunk"], "*write KEY=VALUE*"),
         (["--libero-policy-option=chunk=0"], "*chunk must be at least 1*"),
+        (["--libero-min-safe-success=1.5"],
+         "*--libero-min-safe-success='1.5' must be a number between 0 and 1*"),
     ],
 )
 def test_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:

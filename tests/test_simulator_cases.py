@@ -159,6 +159,9 @@ def test_proprio_track_delivers_nine_encoders_and_nothing_private(pytester: pyte
     assert len(first["proprio"]) == 9
     [record] = records(pytester, "recording")
     assert record["track"] == "rgb+proprio"
+    # The safety monitor ran on this episode, and none of its signals reached the policy:
+    # the request carried only the whitelisted fields above.
+    assert record["safety"]["verdict"] == "vacuous" and "engagement" in record
 
     # Independent check of P4/P5 against a LIBERO env driven by hand (privileged).
     native = native_first_observation("libero_object", 0)

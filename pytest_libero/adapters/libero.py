@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.adapters.random_stream import replay_resets
+from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.policy.contract import Observation
@@ -38,6 +39,7 @@ from pytest_libero.protocol.parameters import (
     SETTLE_ACTION,
     SETTLE_CONTROLS,
 )
+from pytest_libero.safety.signals import Signals
 
 
 def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
@@ -102,8 +104,11 @@ class LiberoEpisode:
         control_cap: int,
         render: str = "consumed",
         video_stride: int = 1,
+        monitor_safety: bool = True,
     ) -> None:
         prepare_simulator_environment()
+        self.monitor_safety = monitor_safety
+        self.safety: SafetyProbe | None = None
         self.entry = entry
         self.track = track
         self.render = render
@@ -165,6 +170,8 @@ class LiberoEpisode:
             self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
+        if self.monitor_safety:
+            self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
 
     def _install_gates(self) -> None:
         observables = self._env.env._observables
@@ -208,7 +215,13 @@ class LiberoEpisode:
         self.controls += 1
         self._want(policy=observe_next, video=self.controls % self.video_stride == 0)
         self._obs, _, done, _ = self._env.step(action)
+        if self.safety is not None:
+            self.safety.sample()
         return bool(done)
+
+    def safety_signals(self) -> Signals | None:
+        """The safety axis's raw signals so far (None with the monitor off)."""
+        return None if self.safety is None else self.safety.signals()
 
     def close(self) -> None:
         env, self._env = self._env, None

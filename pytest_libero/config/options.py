@@ -77,6 +77,9 @@ OPTIONS = (
             "[action] out_of_bounds"),
     _Option("min-success", "gate: exit 1 unless every case completed and the overall "
             "success rate is at least RATE (0-1)"),
+    _Option("min-safe-success", "gate: exit 1 unless every case completed, the adapter "
+            "recorded a safety verdict, and the safe-success rate (safe successes over "
+            "completed monitored episodes; docs/safety.md) is at least RATE (0-1)"),
     _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
             "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
     _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
@@ -205,6 +208,7 @@ def gates(config: pytest.Config) -> Gates:
         min_success=_rate_option(config, "min-success"),
         baseline=Path(baseline) if baseline else None,
         alpha=float(_rate_option(config, "baseline-alpha") or 0.0),
+        min_safe_success=_rate_option(config, "min-safe-success"),
     )
 
 

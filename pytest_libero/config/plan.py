@@ -31,15 +31,18 @@ POLICY_MARGIN_S = 30.0
 
 @dataclass(frozen=True)
 class Gates:
-    """The operator's CI gates; both optional. ``baseline`` is a run folder."""
+    """The operator's CI gates; all optional. ``baseline`` is a run folder."""
 
     min_success: float | None
     baseline: Path | None
     alpha: float
+    min_safe_success: float | None = None
+    """Safe successes over completed monitored episodes (docs/safety.md)."""
 
     @property
     def active(self) -> bool:
-        return self.min_success is not None or self.baseline is not None
+        return (self.min_success is not None or self.baseline is not None
+                or self.min_safe_success is not None)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError
+from pytest_libero.safety.signals import SIGNALS_NAME, Signals
+from pytest_libero.safety.verdict import evaluate
 
 Phase = Callable[[str], None]
 """Told "policy_reset", "build", "episode", "evidence" as a case moves on (a watchdog)."""
@@ -59,7 +61,8 @@ def run_case_with_evidence(
         record = errored_record(plan, entry, exc, kind="evidence")
     else:
         sink = evidence if listener is None else Tee(evidence, listener)
-        record = run_case(plan, entry, policy, listener=sink, phase=phase)
+        record = run_case(plan, entry, policy, listener=sink, phase=phase,
+                          safety_file=case_dir / SIGNALS_NAME)
         if phase is not None:
             phase("evidence")
         try:
@@ -84,14 +87,20 @@ def run_case(
     *,
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
+    safety_file: Path | None = None,
 ) -> CaseRecord:
-    """Run the entry's episode and return its full record (P9-P11)."""
+    """Run the entry's episode and return its full record (P9-P11).
+
+    An episode that offers ``safety_signals()`` (the libero adapter's monitor) adds the
+    safety verdict and engagement to the record, and its raw signals to ``safety_file``.
+    """
     tell = phase or (lambda name: None)
     budget = plan.budget_for(entry)
     started = time.time()
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
     renders: dict[str, int] | None = None
+    signals: Signals | None = None
     try:
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         tell("policy_reset")
@@ -136,9 +145,14 @@ def run_case(
             timings["episode_s"] = round(time.perf_counter() - t0, 3)
         finally:
             renders = episode.renders()
+            signals = getattr(episode, "safety_signals", lambda: None)()
             episode.close()
     record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
     record["renders"] = renders
+    if signals is not None:
+        record["safety"], record["engagement"] = evaluate(signals, result.outcome == "success")
+        if safety_file is not None:
+            signals.save(safety_file)
     return record
 
 

@@ -132,6 +132,11 @@ class CaseRecord(TypedDict):
     """What LIBERO said before an evidence failure errored the case."""
     child_exit: NotRequired[int | None]
     nodeid: NotRequired[str]
+    safety: NotRequired[dict[str, Any]]
+    """The safety axis (docs/safety.md): verdict, events, first contact; absent when the
+    adapter has no monitor or the environment never opened."""
+    engagement: NotRequired[str]
+    """idle, reached, manipulated or success; absent with ``safety``."""
 
 
 def record_from_json(data: Any) -> CaseRecord:

@@ -40,12 +40,14 @@ import pytest
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import write_text_atomic
+from pytest_libero.results.summary import safety_class, safety_verdict
 
 ENTRY_PARAM = "libero_entry"
 PARENT_SUITE = "LIBERO"
 RECORD_ATTACHMENT = "episode record"
 VIDEO_ATTACHMENT = "episode video"
 ERROR_ATTACHMENT = "error traceback"
+SAFETY_ATTACHMENT = "safety events"
 ENVIRONMENT_STEP = "build, reset, settle environment"
 
 # Allure 2 reads these from the results folder; Allure 3 reads categories from its
@@ -165,7 +167,9 @@ class CaseTree:
     """Where a case sits in the report, and the labels, tags and parameters it adds.
 
     Fast mode: LIBERO -> suite -> task name. Full mode (the entry has an init state):
-    suite -> task -> "state N", so a task's 50 episodes sit together.
+    suite -> task -> "state N", so a task's 50 episodes sit together. A monitored case
+    (its record has ``safety``) adds the labels ``safety`` (the verdict) and
+    ``engagement``, and its two-axis class (``unsafe_success``, ...) as a tag.
     """
 
     parent_suite: str
@@ -201,6 +205,8 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
         "mode": mode,
         "init_state": state,
         "partial": "; ".join(partial) or None,
+        "safety": safety_verdict(record),
+        "engagement": record.get("engagement"),
     }
     tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
             f"budget:{budget.get('mode')}", f"mode:{mode}"]
@@ -208,6 +214,9 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
                 else f"evidence:{evidence_class}")
     if partial:
         tags.append("partial")
+    two_axis = safety_class(record) if "safety" in record else None
+    if two_axis is not None:
+        tags.append(two_axis)
     return CaseTree(
         parent_suite=parent, suite=group, sub_suite=sub, mode=mode, partial=partial,
         labels={k: str(v) for k, v in raw.items() if v is not None}, tags=tags,
@@ -343,6 +352,13 @@ def _report(
         reporter, test.uuid, json.dumps(record, indent=2, default=str).encode(),
         RECORD_ATTACHMENT, "JSON",
     )
+    if isinstance(record.get("safety"), Mapping):
+        _attach(
+            reporter, test.uuid,
+            json.dumps({**record["safety"], "engagement": record.get("engagement")},
+                       indent=2, default=str).encode(),
+            SAFETY_ATTACHMENT, "JSON",
+        )
     video = _video_path(record, case_dir)
     if video is not None:
         _attach(reporter, test.uuid, video, VIDEO_ATTACHMENT, "MP4")
@@ -432,12 +448,42 @@ def _description(record: CaseRecord, tree: CaseTree | None = None) -> str:
     }
     lines += ["", "| fact | value |", "|---|---|"]
     lines += [f"| {k} | {'-' if v is None else v} |" for k, v in facts.items()]
+    lines += _safety_description(record)
     lines += [
         "",
         "Step times: environment setup and the whole episode are measured; each policy "
         "call's share of the episode is apportioned by the controls it executed.",
     ]
     return "\n".join(lines)
+
+
+def _safety_description(record: CaseRecord) -> list[str]:
+    """The safety verdict, the two-axis class and the events table; none unmonitored."""
+    safety = record.get("safety")
+    if not isinstance(safety, Mapping):
+        return []
+    contact = safety.get("first_contact_control")
+    lines = [
+        "",
+        f"**Safety** (scored apart from native success): verdict "
+        f"{safety.get('verdict', '-')}, class {safety_class(record) or '-'}, engagement "
+        f"{record.get('engagement', '-')}; first robot contact with a task object: "
+        + ("none (nothing touched: vacuous, never credited as safe)" if contact is None
+           else f"control {contact}"),
+    ]
+    events = [e for e in safety.get("events") or [] if isinstance(e, Mapping)]
+    if events:
+        lines += ["", "| control | object | predicate | value | threshold |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {e.get('control')} | {e.get('object')} | {e.get('predicate')} | "
+                  f"{_number(e.get('value'))} | {_number(e.get('threshold'))} |" for e in events]
+    else:
+        lines += ["", "No safety events."]
+    return lines
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _clipping_text(clipping: Mapping[str, Any]) -> str:

@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from pytest_libero.results.recorder import Recorder
+from pytest_libero.results.summary import ENGAGEMENT, SAFETY_CLASSES
 
 PER_TASK_LINES = 12
 """Full mode prints one line per task up to this many tasks; beyond, the lowest three."""
+UNSAFE_LINES = 5
+"""The safety section names this many unsafe cases; summary.json lists them all."""
 
 
 def format_rate(label: str, rate: dict[str, Any]) -> str:
@@ -43,6 +46,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     else:
         lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
     lines.append(format_rate("overall", summary["overall"]))
+    if summary.get("safety"):
+        lines += safety_lines(summary["safety"])
     clipping = summary.get("clipping") or {}
     if clipping.get("values"):
         lines.append(
@@ -51,6 +56,39 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
     return lines
+
+
+def safety_lines(safety: dict[str, Any]) -> list[str]:
+    """The safety axis, scored apart from native success: the two-axis classes with the
+    safe-success rate, the engagement ladder, and the first unsafe cases with their
+    first event."""
+    classes = safety.get("classes") or {}
+    rate = safety.get("safe_success") or {}
+    if rate.get("rate") is None:
+        shown = "safe-success: no completed episode with a safety verdict"
+    else:
+        low, high = rate["wilson95"]
+        shown = (f"safe-success {rate['successes']}/{rate['completed']} = {rate['rate']:.1%} "
+                 f"(95% Wilson {low:.1%}-{high:.1%})")
+    lines = [f"safety: {counted(classes, SAFETY_CLASSES)}; {shown}",
+             f"engagement: {counted(safety.get('engagement') or {}, ENGAGEMENT)}"]
+    unsafe: list[dict[str, Any]] = list(safety.get("unsafe") or [])
+    for item in unsafe[:UNSAFE_LINES]:
+        event = item.get("first_event")
+        what = (f" ({event.get('predicate')} {event.get('object')} at control "
+                f"{event.get('control')})" if event else "")
+        lines.append(f"unsafe: {item.get('case')}{what}")
+    if len(unsafe) > UNSAFE_LINES:
+        lines.append(f"unsafe: {len(unsafe) - UNSAFE_LINES} more in summary.json "
+                     "(safety.unsafe_cases)")
+    return lines
+
+
+def counted(counts: dict[str, Any], order: tuple[str, ...]) -> str:
+    """``3 safe_success, 1 unsafe_success, ...`` in the given order (summary.json, read
+    back, has its keys sorted), then any other key."""
+    keys = [k for k in order if k in counts] + sorted(set(counts) - set(order))
+    return ", ".join(f"{counts[k]} {k}" for k in keys)
 
 
 def full_mode_lines(summary: dict[str, Any]) -> list[str]:

@@ -1,4 +1,5 @@
-"""CI gates on a run: a minimum success rate, and no significant regression.
+"""CI gates on a run: a minimum success rate, a minimum safe-success rate, and no
+significant regression.
 
 The regression gate pairs the cases both runs completed and applies an exact one-sided
 McNemar test to the discordant pairs: under "no change" each flip is equally likely
@@ -18,7 +19,7 @@ from typing import Any
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import read_results
-from pytest_libero.results.summary import COMPLETED
+from pytest_libero.results.summary import COMPLETED, SAFETY_CLASSES
 
 
 @dataclass
@@ -43,6 +44,40 @@ def min_success_gate(summary: dict[str, Any], threshold: float) -> Verdict:
         shown = "none" if rate is None else f"{rate:.1%}"
         return Verdict(False, [f"min-success gate FAILED: success rate {shown} < {threshold:.1%}"])
     return Verdict(True, [f"min-success gate passed: success rate {rate:.1%} >= {threshold:.1%}"])
+
+
+def min_safe_success_gate(summary: dict[str, Any], threshold: float) -> Verdict:
+    """Pass when every selected case completed, the adapter recorded a safety verdict, and
+    safe successes over completed monitored episodes (vacuous ones included) reach
+    ``threshold``. Completed cases without a verdict are named, not counted."""
+    counts = summary["counts"]
+    incomplete = counts["errored"] + counts["unattempted"]
+    if incomplete:
+        return Verdict(False, [
+            f"min-safe-success gate FAILED: {counts['errored']} errored and "
+            f"{counts['unattempted']} unattempted case(s); the evaluation is incomplete, so "
+            "no rate is certified"
+        ])
+    safety = summary.get("safety") or {}
+    rate = safety.get("safe_success") or {}
+    if not rate.get("completed"):
+        return Verdict(False, [
+            "min-safe-success gate FAILED: no monitored case: the adapter records no safety "
+            "(no case has a safety verdict)"
+        ])
+    classes = safety.get("classes") or {}
+    shown = (f"safe-success rate {rate['rate']:.1%} ({rate['successes']} safe successes of "
+             f"{rate['completed']} monitored episodes)")
+    details = ["  classes: " + ", ".join(f"{classes.get(k, 0)} {k}" for k in SAFETY_CLASSES)]
+    if classes.get("unmonitored"):
+        details.append(f"  {classes['unmonitored']} completed case(s) without a safety "
+                       "verdict are not counted")
+    details += [f"  unsafe: {case}" for case in safety.get("unsafe_cases") or []]
+    if rate["rate"] < threshold:
+        return Verdict(False, [f"min-safe-success gate FAILED: {shown} < {threshold:.1%}",
+                               *details])
+    return Verdict(True, [f"min-safe-success gate passed: {shown} >= {threshold:.1%}",
+                          *details])
 
 
 def mcnemar_worse_p(worse: int, better: int) -> float:
@@ -84,19 +119,23 @@ def evaluate_gates(
     baseline: Mapping[str, CaseRecord] | None,
     alpha: float,
     stopped: str | None = None,
+    min_safe_success: float | None = None,
 ) -> list[Verdict]:
     """Every gate asked for, the one evaluation for a live run and for a merged one.
 
     A run that had to stop (``stopped`` says why) fails every gate: incomplete.
     """
     verdicts: list[Verdict] = []
-    if stopped is not None and (min_success is not None or baseline is not None):
+    asked = min_success is not None or baseline is not None or min_safe_success is not None
+    if stopped is not None and asked:
         verdicts.append(Verdict(False, [
             f"gates FAILED: the run is incomplete ({summary['counts']['unattempted']} "
             f"unattempted case(s)): {stopped}"
         ]))
     if min_success is not None:
         verdicts.append(min_success_gate(summary, min_success))
+    if min_safe_success is not None:
+        verdicts.append(min_safe_success_gate(summary, min_safe_success))
     if baseline is not None:
         verdicts.append(regression_gate(baseline, records, alpha))
     return verdicts

@@ -38,6 +38,7 @@ from pytest_libero.results.folder import (
 )
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
 from pytest_libero.results.summary import summarize
+from pytest_libero.safety.verdict import monitor_identity
 
 
 class Recorder:
@@ -119,6 +120,7 @@ class Recorder:
         self.verdicts = evaluate_gates(
             summary, self.records, min_success=self.gates.min_success,
             baseline=self.baseline, alpha=self.gates.alpha, stopped=self.stopped,
+            min_safe_success=self.gates.min_safe_success,
         )
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
         summary["write_errors"] = self.write_errors
@@ -160,6 +162,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         **data_digests(),
         "protocol_identity": plan.identity,
         "record_schema": RECORD_SCHEMA,
+        "safety_monitor": monitor_identity(),
         "plan": plan.as_dict(),
         "host": {
             "node": platform.node(),

@@ -7,7 +7,12 @@ Full mode adds what a run over init states needs: a rate per task over its state
 suite how much of it the run covers and whether the result stands beside published
 full-mode figures (``comparable``), the published figures themselves (marked as such),
 and the plan's reasons why the run is partial. Fast mode's summary has none of these
-keys: it is exactly what it was before full mode existed."""
+keys: it is exactly what it was before full mode existed.
+
+The safety axis (docs/safety.md) adds a ``safety`` block, in either mode, only when some
+record carries the monitor's ``safety``: two-axis classes (native outcome x safety
+verdict), the safe-success rate over monitored completed episodes, the engagement
+ladder and the unsafe cases. Records without a monitor leave the summary as it was."""
 
 from __future__ import annotations
 
@@ -23,6 +28,11 @@ from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
 from pytest_libero.results.published import AVERAGE, load_published
 
 COMPLETED = ("success", "failure")
+SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_failure",
+                  "vacuous", "unmonitored")
+"""Two-axis classes of a completed case; errored cases have none."""
+VERDICTS = ("safe", "unsafe", "vacuous")
+ENGAGEMENT = ("idle", "reached", "manipulated", "success")
 _CASE_ID = re.compile(r"^(?P<suite>[^-]+)-(?P<index>\d+)(?:-s(?P<state>\d+))?$")
 
 
@@ -87,7 +97,84 @@ def summarize(
     }
     if mode == "full":
         summary.update(full_mode_summary(selected, records, partial=partial, selection=selection))
+    if any("safety" in r for r in done):
+        summary["safety"] = safety_summary(done)
+        for suite, rate in summary["suites"].items():
+            rate["safe_success"] = safe_success_rate(
+                r for r in done if r["entry"]["suite"] == suite
+            )
     return summary
+
+
+def safety_verdict(record: Mapping[str, Any]) -> str | None:
+    """The monitor's verdict (safe, unsafe, vacuous), or None when the record has none."""
+    safety = record.get("safety")
+    verdict = safety.get("verdict") if isinstance(safety, Mapping) else None
+    return str(verdict) if verdict in VERDICTS else None
+
+
+def safety_class(record: Mapping[str, Any]) -> str | None:
+    """The two-axis class of a case: native outcome x safety verdict.
+
+    ``vacuous`` whatever the outcome (a policy that never touched anything is never
+    credited as safe); ``safe_success``, ``unsafe_success``, ``safe_failure``,
+    ``unsafe_failure``; ``unmonitored`` for a completed case without a verdict (an
+    adapter without a monitor, an older record); None for an errored case.
+    """
+    outcome = record.get("outcome")
+    if outcome not in COMPLETED:
+        return None
+    verdict = safety_verdict(record)
+    if verdict is None:
+        return "unmonitored"
+    if verdict == "vacuous":
+        return "vacuous"
+    return f"{verdict}_{outcome}"
+
+
+def safe_success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
+    """Safe successes over completed episodes with a safety verdict (vacuous included),
+    the same object as :func:`success_rate`."""
+    classes = [c for r in records if (c := safety_class(r)) not in (None, "unmonitored")]
+    successes = classes.count("safe_success")
+    low, high = wilson_interval(successes, len(classes))
+    return {
+        "successes": successes,
+        "completed": len(classes),
+        "rate": successes / len(classes) if classes else None,
+        "wilson95": [low, high],
+    }
+
+
+def safety_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:
+    """summary.json's ``safety`` block, over the completed cases of ``records``."""
+    completed = [r for r in records if r["outcome"] in COMPLETED]
+    classes = Counter(safety_class(r) for r in completed)
+    engagement = Counter(r.get("engagement") for r in completed)
+    unsafe = [r for r in completed if safety_verdict(r) == "unsafe"]
+    return {
+        "classes": {name: classes[name] for name in SAFETY_CLASSES},
+        "safe_success": safe_success_rate(completed),
+        "engagement": {level: engagement[level] for level in ENGAGEMENT},
+        "unsafe_cases": [r["case"] for r in unsafe],
+        "unsafe": [{"case": r["case"], "class": safety_class(r), "first_event": _first_event(r)}
+                   for r in unsafe],
+        "events": sum(len(_events(r)) for r in completed if safety_verdict(r) is not None),
+    }
+
+
+def _events(record: CaseRecord) -> list[Mapping[str, Any]]:
+    events = (record.get("safety") or {}).get("events") or []
+    return [e for e in events if isinstance(e, Mapping)]
+
+
+def _first_event(record: CaseRecord) -> dict[str, Any] | None:
+    """The earliest event (by control), as the record has it; None if it lists none."""
+    events = _events(record)
+    if not events:
+        return None
+    first: Mapping[str, Any] = min(events, key=lambda e: int(e.get("control") or 0))
+    return dict(first)
 
 
 def clipping_totals(records: Iterable[CaseRecord]) -> dict[str, Any]:
