@@ -2,16 +2,20 @@
 
     python -m pytest_libero.serve --policy zero --port 8000
     python -m pytest_libero.serve --policy my_pkg.policies:make --option ckpt=/models/a
+    python -m pytest_libero.serve --policy my_pkg.policies:make --max-batch 8 --batch-wait-ms 5
 
 A model team runs this in its own environment (its Python, CUDA, framework) and points
 a websocket profile at it. The server itself is :class:`pytest_libero.policy.server.
-PolicyServer`; this module is the command.
+PolicyServer`; this module is the command. The factory is called once at startup and
+again whenever more episodes run at once than objects exist, so it should share loaded
+weights between the objects it builds (docs/serving.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -46,18 +50,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keyword argument for the policy factory (repeatable)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-batch", type=int, default=16, metavar="N",
+                        help="most concurrent requests per infer_batch call (default 16); "
+                             "a policy without infer_batch is called one request at a time")
+    parser.add_argument("--batch-wait-ms", type=float, default=0.0, metavar="W",
+                        help="how long a batch waits after its first request for more "
+                             "(default 0: it takes what is already waiting)")
     args = parser.parse_args(argv)
+    if args.max_batch < 1 or args.batch_wait_ms < 0:
+        parser.error("--max-batch must be at least 1 and --batch-wait-ms at least 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        policy = build_served_policy(args.policy, parse_policy_options(args.option))
+        factory = functools.partial(build_served_policy, args.policy,
+                                    parse_policy_options(args.option))
+        server = PolicyServer(factory, max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)
     except SetupError as exc:
         parser.error(str(exc))
     try:
-        asyncio.run(PolicyServer(policy).run(args.host, args.port))
+        asyncio.run(server.run(args.host, args.port))
     except KeyboardInterrupt:
         pass
     finally:
-        policy.close()
+        server.close()
     return 0
 
 

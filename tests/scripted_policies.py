@@ -65,18 +65,22 @@ class CountsSinceReset:
     ``die_at_episode`` the serving process exits at that episode's first request, like
     a crashed model server."""
 
+    served_episodes = 0
+    """Episodes begun in this serving process, over every per-connection object."""
+
     def __init__(self, die_at_episode: int = 0) -> None:
         self.die_at_episode = die_at_episode
-        self.episodes = 0
+        self.episode = 0
         self.calls = 0
         self.metadata: Mapping[str, Any] = {"policy": "counts-since-reset"}
 
     def reset(self) -> None:
-        self.episodes += 1
+        CountsSinceReset.served_episodes += 1
+        self.episode = CountsSinceReset.served_episodes
         self.calls = 0
 
     def infer(self, observation: Any) -> Mapping[str, Any]:
-        if self.episodes == self.die_at_episode:
+        if self.episode == self.die_at_episode:
             os._exit(3)
         self.calls += 1
         actions = np.zeros((5, 7))
@@ -119,6 +123,70 @@ class HangsOnReset:
 
     def infer(self, observation: Any) -> Mapping[str, Any]:
         raise AssertionError("never reached")
+
+    def close(self) -> None:
+        pass
+
+
+class CountsAcrossEpisodes:
+    """A stateful policy for concurrent episodes: call n of an episode answers a first
+    action value of n / 100 and a second of g / 100, where g counts every call this
+    process served (all episodes), so the recorded chunks show each episode's own count
+    and whether two episodes' calls interleaved. Each call sleeps ``delay_s``."""
+
+    served = 0
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = float(delay_s)
+        self.calls = 0
+        self.metadata: Mapping[str, Any] = {"policy": "counts-across-episodes"}
+
+    def reset(self) -> None:
+        self.calls = 0
+
+    def infer(self, observation: Any) -> Mapping[str, Any]:
+        import time
+
+        time.sleep(self.delay_s)
+        self.calls += 1
+        CountsAcrossEpisodes.served += 1
+        actions = np.zeros((5, 7))
+        actions[:, 0] = self.calls / 100
+        actions[:, 1] = CountsAcrossEpisodes.served / 100
+        actions[:, 6] = -1.0
+        return {"actions": actions}
+
+    def close(self) -> None:
+        pass
+
+
+class EchoesInBatches:
+    """A batch policy (``infer_batch``) with per-episode state: each reply carries its
+    request's prompt, the episode's calls since reset and the episode object's id, so
+    a test sees which connection got which reply. A prompt containing "explode" makes
+    the whole batch raise."""
+
+    metadata: Mapping[str, Any] = {"policy": "echoes-in-batches"}
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reset(self) -> None:
+        self.calls = 0
+
+    def infer(self, observation: Any) -> Mapping[str, Any]:
+        return self.infer_batch([observation], [self])[0]
+
+    def infer_batch(self, observations: Any, episodes: Any) -> list[Mapping[str, Any]]:
+        if any("explode" in o.language for o in observations):
+            raise ValueError(f"asked to explode in a batch of {len(observations)}")
+        replies: list[Mapping[str, Any]] = []
+        for observation, episode in zip(observations, episodes, strict=True):
+            episode.calls += 1
+            replies.append({"actions": np.array([[0, 0, 0, 0, 0, 0, -1.0]]),
+                            "echo": observation.language, "calls": episode.calls,
+                            "episode": id(episode)})
+        return replies
 
     def close(self) -> None:
         pass

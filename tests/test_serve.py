@@ -17,6 +17,7 @@ from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
 from pytest_libero.policy.probe import probe_server
 from pytest_libero.policy.remote import WebsocketPolicy
+from pytest_libero.policy.server import SERVER_KEY
 from pytest_libero.policy.websocket import ServerError, WebsocketPolicyClient, check_health
 
 
@@ -75,7 +76,9 @@ def test_serving_cli_speaks_openpi(served_zero: str) -> None:
                              call_timeout=5, wait_s=20)
     try:
         policy.reset()  # waits for /healthz, then reads the metadata frame
-        assert policy.metadata == {"policy": "zero", "chunk": 3}
+        assert policy.metadata == {"policy": "zero", "chunk": 3, SERVER_KEY: {
+            "episode_state": "per_connection", "infer_batch": False, "max_batch": 1,
+            "batch_wait_ms": 0.0}}
         reply = policy.infer(observation())
         assert reply["actions"].shape == (3, 7) and reply["actions"][0, 6] == -1.0
         assert reply["server_timing"]["infer_ms"] >= 0
@@ -85,15 +88,13 @@ def test_serving_cli_speaks_openpi(served_zero: str) -> None:
 
 
 def test_served_policy_exception_is_a_text_frame_traceback() -> None:
-    port = free_port()
-    process = subprocess.Popen(
+    refused = subprocess.run(
         [sys.executable, "-m", "pytest_libero.serve", "--policy", "replay",
-         "--option", "actions=/nonexistent.npy", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--option", "actions=/nonexistent.npy", "--port", str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30, check=False,
     )
-    out, _ = process.communicate(timeout=30)
-    assert process.returncode == 2
-    assert "/nonexistent.npy does not exist" in out
+    assert refused.returncode == 2
+    assert "/nonexistent.npy does not exist" in refused.stdout
 
     port = free_port()
     process = subprocess.Popen(
@@ -114,6 +115,14 @@ def test_served_policy_exception_is_a_text_frame_traceback() -> None:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.mark.parametrize("flags", [["--max-batch", "0"], ["--batch-wait-ms", "-1"]])
+def test_serving_cli_refuses_bad_batch_options(flags: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.serve", "--policy", "zero", *flags],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--max-batch must be at least 1 and --batch-wait-ms at least 0" in done.stderr
 
 
 def test_served_replay_follows_the_counters(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ through, so in-process and remote policies are held to exactly the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +63,22 @@ class Policy(Protocol):
     def infer(self, observation: Observation) -> Mapping[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchPolicy(Policy, Protocol):
+    """A policy that answers several episodes' observations in one call.
+
+    Only ``python -m pytest_libero.serve`` uses it (docs/serving.md): it gathers the
+    requests of concurrent connections and calls ``infer_batch`` on one of their
+    policy objects, the first, with all of them. ``episodes[i]`` is the
+    per-connection object (its episode state) that ``observations[i]`` belongs to;
+    reply ``i`` answers observation ``i``. In-process runs keep calling ``infer``.
+    """
+
+    def infer_batch(
+        self, observations: Sequence[Observation], episodes: Sequence[Self]
+    ) -> Sequence[Mapping[str, Any]]: ...
 
 
 OUT_OF_BOUNDS_MODES = ("error", "clip")

@@ -5,6 +5,12 @@ binary msgpack request and reply per call, a text frame with the traceback when 
 policy raises, GET /healthz answering 200. Requests are turned back into the
 contract's :class:`Observation`, so a served policy sees exactly what an in-process
 one would.
+
+Concurrency (docs/serving.md): every connection is one episode with its own policy
+object, taken from a pool that the factory fills only when all objects are in use, so
+``pytest -n 4`` against one server never mixes episode states. Every policy call
+(build, reset, infer, infer_batch, close) runs on one thread, one at a time; a policy
+with ``infer_batch`` gets the concurrent requests gathered into batches.
 """
 
 from __future__ import annotations
@@ -15,69 +21,229 @@ import logging
 import threading
 import time
 import traceback
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from pytest_libero.policy.codec import pack, unpack
-from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.contract import BatchPolicy, Observation, Policy
 from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
 
 log = logging.getLogger("pytest_libero.serve")
 
+SERVER_KEY = "pytest_libero/server"
+"""The metadata key under which the server states its capabilities (namespaced, so it
+cannot collide with a policy's own metadata)."""
+
+_ERROR_CLOSE = "Internal server error. Traceback included in previous frame."
+
+Outcome = dict[str, Any] | str
+"""What the policy thread hands a connection: its reply, or the traceback text."""
+
+
+@dataclass
+class _Call:
+    """One connection's request waiting for the policy thread."""
+
+    episode: Policy
+    observation: Observation
+    reset: bool
+    done: asyncio.Future[Outcome]
+    queued: float = field(default_factory=time.perf_counter)
+
 
 class PolicyServer:
-    """One policy behind the openpi protocol; calls are serialized by a lock.
+    """Policies from ``factory`` behind the openpi protocol, one per live connection.
 
-    Episode boundaries: pytest-libero opens one connection per episode, so the policy
-    is reset before the first request of every connection, whatever the client's
-    request layout carries. A connection that never sends a request (a client
-    checking the server is up) resets nothing. A later request whose optional
-    counters say ``policy_calls == 0`` (a client that keeps one connection for many
-    episodes) resets it too.
+    Episode boundaries: pytest-libero opens one connection per episode, so a
+    connection takes a policy object at its first request and resets it then,
+    whatever the client's request layout carries; the object goes back to the pool
+    when the connection closes. A connection that never sends a request (a client
+    checking the server is up) takes and resets nothing. A later request whose
+    optional counters say ``policy_calls == 0`` (a client that keeps one connection
+    for many episodes) resets it too.
+
+    The first object is built here, so a factory that fails does so at startup; its
+    metadata is the metadata frame of every connection. With ``infer_batch`` up to
+    ``max_batch`` requests are answered per call, waiting at most ``batch_wait_ms``
+    after the first for the other open connections' requests; without it
+    ``max_batch`` is 1.
     """
 
-    def __init__(self, policy: Policy, layout: RequestLayout | None = None) -> None:
-        self.policy = policy
+    def __init__(
+        self,
+        factory: Callable[[], Policy],
+        layout: RequestLayout | None = None,
+        *,
+        max_batch: int = 16,
+        batch_wait_ms: float = 0.0,
+    ) -> None:
+        if max_batch < 1 or batch_wait_ms < 0:
+            raise ValueError(f"max_batch must be >= 1 and batch_wait_ms >= 0, "
+                             f"got {max_batch} and {batch_wait_ms}")
+        self.factory = factory
         self.layout = layout or RequestLayout()
-        self._lock = threading.Lock()
+        # One thread for every policy call: frameworks with per-thread state (CUDA
+        # streams, default graphs) see a single caller, and no policy needs a lock.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="policy")
+        first = self._thread.submit(factory).result()
+        self.batched = isinstance(first, BatchPolicy)
+        self.max_batch = max_batch if self.batched else 1
+        self.batch_wait_s = batch_wait_ms / 1000 if self.batched else 0.0
+        self.metadata: dict[str, Any] = {**first.metadata, SERVER_KEY: self.capabilities()}
+        self.name = type(first).__name__
+        self._built: list[Policy] = [first]
+        self._idle: list[Policy] = [first]
+        self._pending: deque[_Call] = deque()
+        self._arrived = asyncio.Event()
+        self._connections = 0
 
-    def answer(self, payload: bytes, *, first: bool = False) -> bytes:
-        """Decode one request, run the policy, encode its reply (raises on failure).
+    def capabilities(self) -> dict[str, Any]:
+        """What the metadata frame tells clients about this server (recorded per case)."""
+        return {
+            "episode_state": "per_connection",
+            "infer_batch": self.batched,
+            "max_batch": self.max_batch,
+            "batch_wait_ms": self.batch_wait_s * 1000,
+        }
 
-        ``first`` says this is the connection's first request: a new episode.
+    async def handler(self, websocket: ServerConnection) -> None:
+        episode: Policy | None = None
+        self._connections += 1
+        try:
+            await websocket.send(pack(self.metadata))
+            while True:
+                try:
+                    payload = await websocket.recv()
+                except ConnectionClosed:
+                    return
+                try:
+                    observation, new_episode = self._decode(payload)
+                    if episode is None:
+                        episode, new_episode = await self._acquire(), True
+                    outcome = await self._submit(episode, observation, new_episode)
+                    reply = outcome if isinstance(outcome, str) else pack(outcome)
+                except Exception:
+                    reply = traceback.format_exc()
+                if isinstance(reply, str):  # openpi's error path: traceback, then 1011
+                    await websocket.send(reply)
+                    await websocket.close(1011, _ERROR_CLOSE)
+                    return
+                await websocket.send(reply)
+        finally:
+            self._connections -= 1
+            self._arrived.set()  # a batch waiting for this connection need not wait
+            if episode is not None:
+                self._idle.append(episode)
+
+    def _decode(self, payload: str | bytes) -> tuple[Observation, bool]:
+        """The request's observation, and whether its counters start a new episode.
+
+        Runs on the event loop, per connection, so a bad request never reaches a batch.
         """
+        if isinstance(payload, str):
+            raise TypeError("requests must be binary msgpack frames, not text")
         request = unpack(payload)
         if not isinstance(request, dict):
             raise TypeError(f"a request must be a map, got {type(request).__name__}")
         observation = self.layout.decode({str(k): v for k, v in request.items()})
-        started = time.perf_counter()
-        with self._lock:
-            if first or (COUNTER_KEYS[0] in request and observation.policy_calls == 0):
-                self.policy.reset()
-            reply = dict(self.policy.infer(observation))
-        reply["server_timing"] = {"infer_ms": (time.perf_counter() - started) * 1000}
-        return pack(reply)
+        return observation, COUNTER_KEYS[0] in request and observation.policy_calls == 0
 
-    async def handler(self, websocket: ServerConnection) -> None:
-        await websocket.send(pack(dict(self.policy.metadata)))
-        first = True
+    async def _acquire(self) -> Policy:
+        """An idle policy object, or a new one from the factory when all are in use."""
+        if self._idle:
+            return self._idle.pop()
+        episode = await asyncio.get_running_loop().run_in_executor(self._thread, self.factory)
+        self._built.append(episode)
+        if self.batched and not isinstance(episode, BatchPolicy):
+            raise TypeError(f"the factory built a {type(episode).__name__} without infer_batch "
+                            f"after a {self.name} with it")
+        return episode
+
+    async def _submit(self, episode: Policy, observation: Observation, reset: bool) -> Outcome:
+        call = _Call(episode, observation, reset, asyncio.get_running_loop().create_future())
+        self._pending.append(call)
+        self._arrived.set()
+        return await call.done
+
+    async def _dispatch(self) -> None:
+        """Forever: gather waiting calls into a batch, run it on the policy thread."""
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                payload = await websocket.recv()
-            except ConnectionClosed:
+            await self._until(lambda: bool(self._pending), None)
+            if self.batch_wait_s > 0:
+                deadline = loop.time() + self.batch_wait_s
+                await self._until(self._batch_full, deadline)
+            batch = [self._pending.popleft() for _ in range(min(self.max_batch, len(self._pending)))]
+            outcomes = await loop.run_in_executor(self._thread, self._run, batch)
+            for call, outcome in zip(batch, outcomes, strict=True):
+                if not call.done.done():  # its connection's handler may be cancelled
+                    call.done.set_result(outcome)
+
+    def _batch_full(self) -> bool:
+        """Full at ``max_batch``, or once every open connection has a request waiting:
+        each has at most one in flight, so no more can come (a lone client never
+        waits)."""
+        return len(self._pending) >= min(self.max_batch, self._connections)
+
+    async def _until(self, ready: Callable[[], bool], deadline: float | None) -> None:
+        """Wait until ``ready()`` or the loop time ``deadline``, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        while not ready():
+            self._arrived.clear()
+            timeout = None if deadline is None else deadline - loop.time()
+            if timeout is not None and timeout <= 0:
                 return
             try:
-                if isinstance(payload, str):
-                    raise TypeError("requests must be binary msgpack frames, not text")
-                reply = await asyncio.to_thread(self.answer, payload, first=first)
-                first = False
+                await asyncio.wait_for(self._arrived.wait(), timeout)
+            except TimeoutError:
+                return
+
+    def _run(self, batch: Sequence[_Call]) -> list[Outcome]:
+        """On the policy thread: reset new episodes, infer, time it. Never raises: a
+        failing reset errors its own call, a failing inference every call it served."""
+        outcomes: dict[int, Outcome] = {}
+        for i, call in enumerate(batch):
+            try:
+                if call.reset:
+                    call.episode.reset()
             except Exception:
-                await websocket.send(traceback.format_exc())
-                await websocket.close(1011, "Internal server error. Traceback included in previous frame.")
-                return
-            await websocket.send(reply)
+                outcomes[i] = traceback.format_exc()
+        live = [i for i in range(len(batch)) if i not in outcomes]
+        started = time.perf_counter()
+        try:
+            replies = self._infer([batch[i] for i in live]) if live else []
+        except Exception:
+            outcomes.update(dict.fromkeys(live, traceback.format_exc()))
+            return [outcomes[i] for i in range(len(batch))]
+        infer_ms = (time.perf_counter() - started) * 1000
+        for i, reply in zip(live, replies, strict=True):
+            wait_ms = (started - batch[i].queued) * 1000
+            reply["server_timing"] = {"infer_ms": infer_ms, "wait_ms": wait_ms, "batch": len(live)}
+            outcomes[i] = reply
+        return [outcomes[i] for i in range(len(batch))]
+
+    def _infer(self, calls: Sequence[_Call]) -> list[dict[str, Any]]:
+        observations = [call.observation for call in calls]
+        if not self.batched:
+            [call] = calls
+            return [dict(call.episode.infer(call.observation))]
+        episodes: list[Any] = [call.episode for call in calls]
+        first: BatchPolicy = episodes[0]
+        replies = list(first.infer_batch(observations, episodes))
+        if len(replies) != len(calls):
+            raise ValueError(f"infer_batch answered {len(replies)} replies for "
+                             f"{len(calls)} observations")
+        for reply in replies:
+            if not isinstance(reply, Mapping):
+                raise TypeError(f"infer_batch answered a {type(reply).__name__}, not a map")
+        return [dict(reply) for reply in replies]
 
     async def run(self, host: str, port: int, ready: threading.Event | None = None) -> None:
         async with serve(
@@ -89,12 +255,22 @@ class PolicyServer:
             ping_interval=None,
             process_request=_health,
         ) as server:
+            dispatcher = asyncio.create_task(self._dispatch())
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
-            log.info("serving %s on ws://%s:%s", type(self.policy).__name__, host, bound)
+            log.info("serving %s on ws://%s:%s (%s)", self.name, host, bound, self.capabilities())
             print(f"pytest-libero serve: ws://{host}:{bound} (GET /healthz)", flush=True)
             if ready is not None:
                 ready.set()
-            await server.serve_forever()
+            try:
+                await server.serve_forever()
+            finally:
+                dispatcher.cancel()
+
+    def close(self) -> None:
+        """Close every policy object built, on the policy thread, then stop it."""
+        for policy in self._built:
+            self._thread.submit(policy.close).result()
+        self._thread.shutdown()
 
 
 def _health(connection: ServerConnection, request: Request) -> Response | None:
