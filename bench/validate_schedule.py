@@ -1,18 +1,21 @@
-"""Is the plugin's fast-mode episode the same episode a published evaluator runs?
+"""Is the plugin's full-mode episode the episode a published evaluator runs?
 
 Two schedules, the same released init states, the same open-loop actions:
 
-  A  the plugin (fast mode): a FRESH process and a fresh environment per episode, built
-     by the plugin's own adapter (pytest_libero.adapters.libero.LiberoEpisode: seed
-     20260907, reset, set_init_state, 10 settling controls, the plugin's render gates)
-     and driven by the plugin's own control loop (pytest_libero.episode.loop.run_episode)
-     with a policy that replays the fixed actions, K per call.
+  A  the plugin (full mode, the default; --schedule-a=fast for fast mode): a FRESH
+     process and environment per episode, built by the plugin's own adapter
+     (pytest_libero.adapters.libero.LiberoEpisode for the entry at that state: seed 7,
+     the i native resets the loop makes before state i, reset, set_init_state, 10
+     settling controls, the plugin's render gates) and driven by the plugin's own
+     control loop (pytest_libero.episode.loop.run_episode) with a policy that replays
+     the fixed actions, K per call.
   B  the reference loop (openpi examples/libero/main.py; OpenVLA-OFT is the same with
-     seed 0): ONE process and ONE environment per task, env.seed(7) once, then for each
-     state in the order given: env.reset(), env.set_init_state(states[i]), 10 wait steps
-     [0,0,0,0,0,0,-1], then the actions, replanning every K, stopping at the first done.
-     Paths and states come from LIBERO's benchmark API as openpi gets them; every camera
-     renders at every control, as LIBERO does natively.
+     seed 0): ONE process and ONE environment per task, env.seed(7) once, then every
+     state from 0 up to the last sampled one, in order: env.reset(),
+     env.set_init_state(states[i]), 10 wait steps [0,0,0,0,0,0,-1]; the sampled states
+     then get the actions, replanning every K, stopping at the first done. Paths and
+     states come from LIBERO's benchmark API as openpi gets them; every camera renders
+     at every control, as LIBERO does natively.
 
 Compared per episode, at every delivered observation (after settling and after every K
 controls, the points where a policy is asked): sha256 of agentview_image and
@@ -22,7 +25,9 @@ Diagnostics (also compared, reported apart): the 9 encoders and the full MuJoCo 
 (env.get_sim_state(), float64 bytes) after every settling and policy control.
 
 Usage:
-    python bench/validate_schedule.py                    # the default sample (below)
+    python bench/validate_schedule.py --suite libero_10 --states 0,25,49 --record
+    python bench/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
+    python bench/validate_schedule.py                    # the default --case sample (below)
     python bench/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
         --case libero_object:0:0,25:tests/data/replay_libero_object_00.npy
     python bench/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
