@@ -45,7 +45,11 @@ def test_each_state_is_a_case_run_in_native_order_as_the_reference_loop_runs_it(
     result = pytester.runpytest(*FULL, "--libero-init-states=3,0", "--libero-run-id=states", "-v")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*test_libero_task[[]libero_object-00-s0]*",
-                                 "*test_libero_task[[]libero_object-00-s3]*"])
+                                 "*test_libero_task[[]libero_object-00-s3]*",
+                                 "*full mode: 2 cases (1 tasks x 2 states)*",
+                                 "*PARTIAL full-mode run: init states 0,3 of 0-49*"])
+    summary = json.loads((run_folder(pytester, "states") / "summary.json").read_text())
+    assert summary["partial"] and summary["suites"]["libero_object"]["comparable"] is False
     folder = run_folder(pytester, "states")
     run = json.loads((folder / "run.json").read_text())
     assert run["protocol_identity"] == protocol_identity("full") != protocol_identity("fast")
