@@ -44,6 +44,7 @@ from pytest_libero.evidence.writer import CaseEvidence
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.budgets import StopRule, decisions_budget
 from pytest_libero.protocol.hashing import array_sha256
+from pytest_libero.safety.signals import SIGNALS_NAME
 
 pytest.importorskip("imageio_ffmpeg")
 
@@ -336,8 +337,8 @@ def test_plugin_run_at_replayable_keeps_hashes_actions_and_video(pytester: pytes
     [record] = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert record["outcome"] == "failure" and record["evidence_level"] == "replayable"
     case = run / "cases" / "libero_object-00"
-    assert sorted(p.name for p in case.iterdir() if p.suffix != ".log") == [
-        ACTIONS_NAME, RECORD_NAME, VIDEO_NAME, INDEX_NAME]
+    assert sorted(p.name for p in case.iterdir() if p.suffix != ".log") == sorted([
+        ACTIONS_NAME, RECORD_NAME, VIDEO_NAME, INDEX_NAME, SIGNALS_NAME])
     hashes = list(read_observation_hashes(case))
     assert [h.call for h in hashes] == [1, 2] and all(set(h.images) == set(CAMERAS) for h in hashes)
     assert [c.executed for c in read_actions(case)] == [3, 3]
