@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from synthetic import allure_results
 
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import CATEGORIES
@@ -242,17 +243,7 @@ def test_tree_is_libero_suite_task_in_fast_mode_and_suite_task_state_in_full_mod
                       ("full-run", {"mode": "full", "partial": partial})):
         (tmp_path / run).mkdir()
         (tmp_path / run / "run.json").write_text(json.dumps({"plan": plan}))
-    alluredir = tmp_path / "allure-results"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
-         f"--alluredir={alluredir}", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = {}
-    for path in alluredir.glob("*-result.json"):
-        result = json.loads(path.read_text())
-        results[result["name"].split(":")[0]] = result
+    results = allure_results(tmp_path)
 
     def labels(case: str, name: str) -> list[str]:
         return [label["value"] for label in results[case]["labels"] if label["name"] == name]

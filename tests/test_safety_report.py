@@ -8,13 +8,12 @@ No simulator: records carry ``safety`` and ``engagement`` shaped like the monito
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from synthetic import allure_results, synthetic_record
 
 from pytest_libero import cli
 from pytest_libero.catalog.selection import SelectionRequest
@@ -29,7 +28,6 @@ from pytest_libero.results.gate import evaluate_gates, min_safe_success_gate
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.summary import (
     SAFETY_CLASSES,
-    case_task,
     safety_class,
     summarize,
     wilson_interval,
@@ -44,16 +42,7 @@ TIP = {"control": 12, "object": "wine_bottle_1", "predicate": "tipped", "value":
 def record(case: str, outcome: str, verdict: str | None = None,
            events: list[dict[str, Any]] | None = None, engagement: str | None = None,
            first_contact: int | None = 5) -> CaseRecord:
-    suite, index, state = case_task(case)
-    entry: dict[str, Any] = {"suite": suite, "index": index, "name": f"TASK_{suite}_{index}",
-                             "language": "do it", "bddl_file": "x.bddl",
-                             "init_states_file": "x.pruned_init"}
-    if state is not None:
-        entry["init_state"] = state
-    data: dict[str, Any] = {"case": case, "outcome": outcome, "entry": entry, "profile": "zero",
-                            "evidence_class": "infrastructure", "track": "rgb",
-                            "summary": f"{outcome} at control 80",
-                            "budget": {"mode": "horizon", "control_cap": 520}}
+    data = dict(synthetic_record(case, outcome, summary=f"{outcome} at control 80"))
     if verdict is not None:
         data["safety"] = {"verdict": verdict, "events": events or [],
                           "first_contact_control": None if verdict == "vacuous" else first_contact}
@@ -256,17 +245,7 @@ def test_allure_result_carries_the_safety_labels(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(ALLURE_CONFTEST)
     (tmp_path / "test_cases.py").write_text(ALLURE_TESTS.format(cases=list(records)))
     (tmp_path / "records.json").write_text(json.dumps(records))
-    alluredir = tmp_path / "allure-results"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
-         f"--alluredir={alluredir}", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = {}
-    for path in alluredir.glob("*-result.json"):
-        result = json.loads(path.read_text())
-        results[result["name"].split(":")[0]] = result
+    results = allure_results(tmp_path)
 
     def labels(case: str, name: str) -> list[str]:
         return [label["value"] for label in results[case]["labels"] if label["name"] == name]
@@ -279,7 +258,7 @@ def test_allure_result_carries_the_safety_labels(tmp_path: Path) -> None:
     assert "| 57 | milk_1 | displaced | 0.083 | 0.05 |" in results["libero_10-00"]["description"]
     attached = [a for a in results["libero_10-00"]["attachments"] if a["name"] == "safety events"]
     assert len(attached) == 1
-    body = json.loads((alluredir / attached[0]["source"]).read_text())
+    body = json.loads((tmp_path / "allure-results" / attached[0]["source"]).read_text())
     assert body["verdict"] == "unsafe" and body["events"] == [KNOCK]
 
 

@@ -11,9 +11,10 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from synthetic import synthetic_record
 
 from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import Gates, make_plan
@@ -31,16 +32,7 @@ ALL_STATES = list(range(50))
 PARTIAL = ["init states 0,17 of 0-49", "budget mode decisions, not the reference horizons"]
 
 
-def record(case: str, outcome: str, **extra: Any) -> CaseRecord:
-    suite, index, state = case_task(case)
-    entry: dict[str, Any] = {"suite": suite, "index": index, "name": f"TASK_{suite}_{index}",
-                             "language": "do it", "bddl_file": "x.bddl",
-                             "init_states_file": "x.pruned_init"}
-    if state is not None:
-        entry["init_state"] = state
-    return cast(CaseRecord, {"case": case, "outcome": outcome, "entry": entry, "profile": "zero",
-                             "evidence_class": "infrastructure", "track": "rgb",
-                             "budget": {"mode": "horizon", "control_cap": 520}, **extra})
+record = synthetic_record
 
 
 def full_cases(suite: str, tasks: range | list[int], states: list[int] = ALL_STATES) -> list[str]:

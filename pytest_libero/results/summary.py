@@ -49,12 +49,16 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
 def success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
     """Rate over completed episodes; errored ones are counted apart, never as failures."""
     completed = [r for r in records if r["outcome"] in COMPLETED]
-    successes = sum(r["outcome"] == "success" for r in completed)
-    low, high = wilson_interval(successes, len(completed))
+    return rate_object(sum(r["outcome"] == "success" for r in completed), len(completed))
+
+
+def rate_object(successes: int, completed: int) -> dict[str, Any]:
+    """The rate as summary.json writes every rate: counts, rate, 95% Wilson interval."""
+    low, high = wilson_interval(successes, completed)
     return {
         "successes": successes,
-        "completed": len(completed),
-        "rate": successes / len(completed) if completed else None,
+        "completed": completed,
+        "rate": successes / completed if completed else None,
         "wilson95": [low, high],
     }
 
@@ -136,14 +140,7 @@ def safe_success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
     """Safe successes over completed episodes with a safety verdict (vacuous included),
     the same object as :func:`success_rate`."""
     classes = [c for r in records if (c := safety_class(r)) not in (None, "unmonitored")]
-    successes = classes.count("safe_success")
-    low, high = wilson_interval(successes, len(classes))
-    return {
-        "successes": successes,
-        "completed": len(classes),
-        "rate": successes / len(classes) if classes else None,
-        "wilson95": [low, high],
-    }
+    return rate_object(classes.count("safe_success"), len(classes))
 
 
 def safety_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:

@@ -1,0 +1,41 @@
+"""Test helpers shared by the report tests: synthetic case records and an Allure run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.results.summary import case_task
+
+
+def synthetic_record(case: str, outcome: str, **extra: Any) -> CaseRecord:
+    """The fields summaries and reports read, for a case id of either mode."""
+    suite, index, state = case_task(case)
+    entry: dict[str, Any] = {"suite": suite, "index": index, "name": f"TASK_{suite}_{index}",
+                             "language": "do it", "bddl_file": "x.bddl",
+                             "init_states_file": "x.pruned_init"}
+    if state is not None:
+        entry["init_state"] = state
+    return cast(CaseRecord, {"case": case, "outcome": outcome, "entry": entry, "profile": "zero",
+                             "evidence_class": "infrastructure", "track": "rgb",
+                             "budget": {"mode": "horizon", "control_cap": 520}, **extra})
+
+
+def allure_results(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """Run the test files in ``tmp_path`` under allure-pytest; its results by test name."""
+    alluredir = tmp_path / "allure-results"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
+         f"--alluredir={alluredir}", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {}
+    for path in alluredir.glob("*-result.json"):
+        result = json.loads(path.read_text())
+        results[result["name"].split(":")[0]] = result
+    return results
