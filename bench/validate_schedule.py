@@ -232,8 +232,9 @@ class RecordingEpisode:
         return np.asarray(self.episode.frame())
 
 
-def schedule_a(job: dict[str, Any]) -> dict[str, Any]:
-    """One episode in this (fresh) process, exactly as the plugin opens and drives it."""
+def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
+    """One episode in this (fresh) process, exactly as the plugin opens and drives it
+    (``opener``: the adapter to open it with, a new one by default)."""
     c.prepare_simulator()
     import pytest_libero.adapters.libero as adapter
     from pytest_libero.episode.loop import run_episode
@@ -264,7 +265,7 @@ def schedule_a(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     OffScreenRenderEnv.step = logged_step
     try:
-        episode = adapter.LiberoBenchmarkAdapter().open(
+        episode = (opener or adapter.LiberoBenchmarkAdapter()).open(
             entry, track="rgb+proprio", control_cap=n, render=job["render"], video_stride=1)
     finally:
         OffScreenRenderEnv.step = original_step
@@ -288,6 +289,20 @@ def schedule_a(job: dict[str, Any]) -> dict[str, Any]:
         )
     finally:
         episode.close()
+
+
+def schedule_a_kept(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A's episodes of one task in this one process, in order, the task's environment
+    kept from state to state: the plugin's full mode in its long-lived case process."""
+    c.prepare_simulator()
+    from pytest_libero.adapters.libero import LiberoBenchmarkAdapter
+
+    opener = LiberoBenchmarkAdapter()
+    opener.keep_environments = True
+    try:
+        return [schedule_a(job, opener) for job in jobs]
+    finally:
+        opener.close()
 
 
 # ------------------------------------------------------- schedule B (reference loop)
@@ -391,7 +406,7 @@ def _child(target: str, job: dict[str, Any], conn: Any) -> None:
         conn.close()
 
 
-def in_fresh_process(target: str, job: dict[str, Any]) -> Any:
+def in_fresh_process(target: str, job: Any) -> Any:
     """Run ``target(job)`` in a spawned interpreter (nothing inherited from this one)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
@@ -404,7 +419,8 @@ def in_fresh_process(target: str, job: dict[str, Any]) -> Any:
         status, payload = "error", "the child exited without a result"
     proc.join()
     if status != "ok":
-        raise RuntimeError(f"{target} {job['suite']}:{job['task']}: {payload}")
+        first = job[0] if isinstance(job, list) else job
+        raise RuntimeError(f"{target} {first['suite']}:{first['task']}: {payload}")
     return payload
 
 
@@ -566,7 +582,8 @@ def _a_job(base: dict[str, Any], state: int, args: argparse.Namespace) -> dict[s
     return {**base, "state": state, "mode": args.schedule_a, "seed": args.seed_a, "render": args.a_render}
 
 
-def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seconds: float) -> None:
+def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seconds: float,
+                      a_env: str = "fresh") -> None:
     """Merge this run's per-suite verdicts into the package's validation report."""
     report = json.loads(path.read_text()) if path.exists() else {}
     report.setdefault("schema", "pytest-libero-schedule-validation/1")
@@ -575,6 +592,7 @@ def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seco
         rows = [d for d in dump if d["suite"] == suite]
         run = {
             "command": command,
+            "a_environment": a_env,
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "versions": versions(),
             "machine": c.machine_note(),
@@ -621,6 +639,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action-seed", type=int, default=0, help="numpy seed of randN actions")
     parser.add_argument("--a-render", choices=("consumed", "all"), default="consumed",
                         help="schedule A's --libero-render (the plugin's default: consumed)")
+    parser.add_argument("--a-env", choices=("fresh", "kept"), default="fresh",
+                        help="A builds a fresh process and env per episode (default), or runs a "
+                             "task's states in one process, its env kept between them (the "
+                             "plugin's full mode under --libero-isolation=process)")
     parser.add_argument("--replay-rng", action="store_true",
                         help="also schedule R: per episode a fresh process and env, seed-b once, "
                              "as many bare resets as B did before that episode, then the episode; "
@@ -643,7 +665,9 @@ def main(argv: list[str] | None = None) -> int:
     print(c.machine_note())
     print(versions())
     a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i native "
-              "resets, its adapter and loop" if full else
+              "resets, its adapter and loop" if full and args.a_env == "fresh" else
+              "the plugin's full mode: one process per task, its env kept from state to state "
+              "(seed 7 once, the resets between states), its adapter and loop" if full else
               f"the plugin's fast mode: fresh process + env per episode, seed {args.seed_a}")
     print(f"A: {a_text}, render {args.a_render}.  B: one env per task, seed {args.seed_b} once, "
           f"{'every state up to the last sampled one' if full else 'the listed states'} in order, "
@@ -657,9 +681,14 @@ def main(argv: list[str] | None = None) -> int:
                 "k": args.replan_interval, "wait": args.wait}
         b_future = pool.submit(in_fresh_process, "schedule_b",
                                {**base, "states": case["states"], "seed": args.seed_b, "every_state": full})
-        # A's episodes of one task run one after another, each in a fresh process.
-        a_chain = pool.submit(lambda jobs: [in_fresh_process("schedule_a", j) for j in jobs],
-                              [_a_job(base, state, args) for state in case["states"]])
+        # A's episodes of one task run one after another, each in a fresh process, or
+        # (--a-env kept) all in one process and environment.
+        a_jobs = [_a_job(base, state, args) for state in case["states"]]
+        if args.a_env == "kept":
+            a_chain = pool.submit(in_fresh_process, "schedule_a_kept", a_jobs)
+        else:
+            a_chain = pool.submit(lambda jobs: [in_fresh_process("schedule_a", j) for j in jobs],
+                                  a_jobs)
         pending.append((case, base, b_future, a_chain))
     for case, base, b_future, a_chain in pending:
         print(f"\n{case['suite']} task {case['task']}: states {case['states']}, actions {case['label']}",
@@ -729,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         if not full:
             raise SystemExit("--record validates full mode; drop --schedule-a=fast")
         command = "python bench/validate_schedule.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        record_validation(args.record, dump, command, wall)
+        record_validation(args.record, dump, command, wall, args.a_env)
         print(f"verdicts merged into {args.record}")
     return 0 if n_match == len(dump) else 1
 

@@ -27,7 +27,7 @@ from pytest_libero.config.workers import (
     prefer_worksteal,
 )
 from pytest_libero.episode.case import run_case_with_evidence
-from pytest_libero.episode.isolation import run_isolated
+from pytest_libero.episode.isolation import SimulatorHost
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
     UNATTEMPTED_PROPERTY,
@@ -48,6 +48,7 @@ from pytest_libero.results.recorder import Recorder, run_identity
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
 RUN_DIR_KEY = pytest.StashKey[Path]()
+HOST_KEY = pytest.StashKey[SimulatorHost]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -117,7 +118,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "libero-allure-environment")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)
-        controller = XdistController(recorder.folder.path, [e.case_id for e in plan.entries])
+        controller = XdistController(recorder.folder.path, [e.case_id for e in plan.entries],
+                                    plan.mode)
         config.pluginmanager.register(controller, "libero-xdist")
 
 
@@ -201,6 +203,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
 
 
+def _host(config: pytest.Config) -> SimulatorHost:
+    """This process's case processes, ended with the session."""
+    host = config.stash.get(HOST_KEY, None)
+    if host is None:
+        host = config.stash[HOST_KEY] = SimulatorHost()
+        config.add_cleanup(host.close)
+    return host
+
+
 class CaseErrored(Exception):
     """Raised in setup so an errored episode is a pytest *error*, not a failure."""
 
@@ -257,8 +268,9 @@ def libero_case(
     cap = libero_plan.budget_for(libero_entry).control_cap
     with live_progress.case_progress(request.config, libero_entry.case_id, cap) as progress:
         if isolation(request.config) == "process":
-            record = run_isolated(libero_plan, libero_entry, case_dir,
-                                  watchdog(request.config, libero_plan), progress=progress.update)
+            record = _host(request.config).run(libero_plan, libero_entry, case_dir,
+                                               watchdog(request.config, libero_plan),
+                                               progress=progress.update)
         else:
             policy = request.getfixturevalue("libero_policy")
             record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir,

@@ -41,3 +41,23 @@ def load_adapter(name: str) -> BenchmarkAdapter:
             "(see pytest_libero/adapters/base.py)"
         )
     return cast(BenchmarkAdapter, adapter)
+
+
+class AdapterCache:
+    """The adapters one process built, by name, kept across its cases.
+
+    A long-lived case process (``episode/isolation.py``) uses one; ``keep_environments``
+    is handed to each adapter that has the attribute before it opens an episode.
+    """
+
+    def __init__(self) -> None:
+        self.built: dict[str, BenchmarkAdapter] = {}
+        self.keep_environments = False
+
+    def get(self, name: str) -> BenchmarkAdapter:
+        adapter = self.built.get(name)
+        if adapter is None:
+            adapter = self.built[name] = load_adapter(name)
+        if hasattr(adapter, "keep_environments"):
+            adapter.keep_environments = self.keep_environments
+        return adapter

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -87,13 +88,41 @@ class RenderGate:
         return self.last
 
 
+@dataclass
+class KeptEnvironment:
+    """A full-mode task's environment after an episode, kept for the task's next state.
+
+    ``resets`` counts the native resets made since ``env.seed``: the positioning
+    resets and every episode's own. openpi's loop reuses one environment per task the
+    same way, so the next state needs only the resets it would have made in between.
+    """
+
+    env: Any
+    bddl_file: str
+    horizon: int
+    resets: int
+    first_state: int
+    episodes: int
+
+    def serves(self, entry: Entry, horizon: int) -> bool:
+        """Whether ``entry`` is this task at a later state, under the same horizon."""
+        return (
+            entry.state is not None
+            and entry.bddl_file == self.bddl_file
+            and horizon == self.horizon
+            and entry.state >= self.resets
+        )
+
+
 class LiberoEpisode:
-    """A fresh, reset, settled LIBERO environment for one episode.
+    """A reset, settled LIBERO environment for one episode: built fresh, or in full
+    mode the task's environment kept from its previous state (``kept``).
 
     With ``render="consumed"`` a camera renders only for controls whose image is used:
     both cameras before each policy decision, agentview every ``video_stride`` controls
     for the video. ``render="all"`` renders every camera at every control, as LIBERO
-    does by default.
+    does by default. ``keep`` is told the environment at :meth:`close` instead of it
+    being closed (a long-lived case process runs the task's next state in it).
     """
 
     def __init__(
@@ -105,6 +134,8 @@ class LiberoEpisode:
         render: str = "consumed",
         video_stride: int = 1,
         monitor_safety: bool = True,
+        kept: KeptEnvironment | None = None,
+        keep: Callable[[KeptEnvironment], None] | None = None,
     ) -> None:
         prepare_simulator_environment()
         self.monitor_safety = monitor_safety
@@ -119,16 +150,19 @@ class LiberoEpisode:
         self.identity: dict[str, Any] = {}
         self._env: Any = None
         self._obs: dict[str, Any] = {}
+        self._keep = keep
+        self._kept: KeptEnvironment | None = None
         try:
-            self._build(control_cap)
+            self._build(control_cap, kept)
         except Exception as exc:
+            self._keep = None  # an environment that failed to build or settle is not reused
             self.close()
             raise EnvironmentFault(
                 f"could not build and settle {entry.case_id} ({entry.name}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
-    def _build(self, control_cap: int) -> None:
+    def _build(self, control_cap: int, kept: KeptEnvironment | None) -> None:
         with warnings.catch_warnings():
             # robosuite calls a deprecated logging method at import time.
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -150,16 +184,25 @@ class LiberoEpisode:
             "state_sha256": states_sha256(state),
             "seed": seed,
         }
-        self._env = OffScreenRenderEnv(
-            bddl_file_name=str(bddl),
-            camera_heights=IMAGE_SIZE,
-            camera_widths=IMAGE_SIZE,
-            horizon=SETTLE_CONTROLS + control_cap + 1,
-            ignore_done=True,
-        )
-        self._env.seed(seed)
+        horizon = SETTLE_CONTROLS + control_cap + 1
+        if kept is not None and full:
+            self._env, made = kept.env, kept.resets
+            self._kept = replace(kept, resets=index + 1, episodes=kept.episodes + 1)
+        else:
+            self._env, made = OffScreenRenderEnv(
+                bddl_file_name=str(bddl),
+                camera_heights=IMAGE_SIZE,
+                camera_widths=IMAGE_SIZE,
+                horizon=horizon,
+                ignore_done=True,
+            ), 0
+            self._env.seed(seed)
+            self._kept = KeptEnvironment(self._env, self.entry.bddl_file, horizon,
+                                         resets=index + 1, first_state=index, episodes=1)
         if full:
-            self.identity["schedule"] = replay_resets(index, self._env.reset)
+            kept_from = self._kept.first_state if self._kept.episodes > 1 else None
+            self.identity["schedule"] = replay_resets(index, self._env.reset, made=made,
+                                                      kept_from=kept_from)
         self._env.reset()
         if self.render == "consumed":
             self._install_gates()
@@ -214,7 +257,11 @@ class LiberoEpisode:
         """One control. ``observe_next``: the policy sees the images after it."""
         self.controls += 1
         self._want(policy=observe_next, video=self.controls % self.video_stride == 0)
-        self._obs, _, done, _ = self._env.step(action)
+        try:
+            self._obs, _, done, _ = self._env.step(action)
+        except BaseException:
+            self._keep = None  # a simulator that raised mid-episode is not reused
+            raise
         if self.safety is not None:
             self.safety.sample()
         return bool(done)
@@ -225,7 +272,11 @@ class LiberoEpisode:
 
     def close(self) -> None:
         env, self._env = self._env, None
-        if env is not None:
+        if env is None:
+            return
+        if self._keep is not None and self._kept is not None and self.entry.state is not None:
+            self._keep(self._kept)
+        else:
             env.close()
 
     def __enter__(self) -> LiberoEpisode:
@@ -236,9 +287,18 @@ class LiberoEpisode:
 
 
 class LiberoBenchmarkAdapter:
-    """Registered as ``libero``: opens one fresh native episode per case."""
+    """Registered as ``libero``: opens one native episode per case.
+
+    Every episode's environment is built fresh, except where a long-lived case process
+    sets ``keep_environments`` (full mode, docs/full-mode.md): a task's environment
+    then stays open after its episode and the task's next state continues in it.
+    """
 
     name = "libero"
+
+    def __init__(self) -> None:
+        self.keep_environments = False
+        self._kept: KeptEnvironment | None = None
 
     def open(
         self,
@@ -249,6 +309,19 @@ class LiberoBenchmarkAdapter:
         render: str = "consumed",
         video_stride: int = 1,
     ) -> LiberoEpisode:
-        return LiberoEpisode(
-            entry, track=track, control_cap=control_cap, render=render, video_stride=video_stride
-        )
+        kept, self._kept = self._kept, None
+        if kept is not None and not kept.serves(entry, SETTLE_CONTROLS + control_cap + 1):
+            kept.env.close()
+            kept = None
+        keep = self._hold if self.keep_environments and entry.state is not None else None
+        return LiberoEpisode(entry, track=track, control_cap=control_cap, render=render,
+                             video_stride=video_stride, kept=kept, keep=keep)
+
+    def _hold(self, kept: KeptEnvironment) -> None:
+        self._kept = kept
+
+    def close(self) -> None:
+        """Close a kept environment, if any."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.env.close()

@@ -62,9 +62,20 @@ def prefer_worksteal(config: pytest.Config) -> None:
 class XdistController:
     """Registered on the controller only under xdist: tells each worker its run."""
 
-    def __init__(self, run_dir: Path, cases: Sequence[str]) -> None:
+    def __init__(self, run_dir: Path, cases: Sequence[str], mode: str) -> None:
         self.run_dir = run_dir
         self.cases = list(cases)
+        self.mode = mode
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Full mode: each task's states to one worker, in order (unless --dist says
+        otherwise), so its case process runs them in the task's one environment."""
+        if self.mode != "full" or explicit_dist(config):
+            return None
+        from pytest_libero.config.task_scheduling import TaskScheduling
+
+        return TaskScheduling(config, log)
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKER_RUN_DIR] = str(self.run_dir)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_libero.adapters import load_adapter
+from pytest_libero.adapters import AdapterCache, load_adapter
 from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, missing_members
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
@@ -44,6 +44,7 @@ def run_case_with_evidence(
     *,
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
+    adapters: AdapterCache | None = None,
 ) -> CaseRecord:
     """Run the case while streaming its evidence into ``case_dir`` (P10), at the plan's
     evidence level (``plan.evidence``: full keeps every observation, replayable their
@@ -62,15 +63,18 @@ def run_case_with_evidence(
     else:
         sink = evidence if listener is None else Tee(evidence, listener)
         record = run_case(plan, entry, policy, listener=sink, phase=phase,
-                          safety_file=case_dir / SIGNALS_NAME)
+                          safety_file=case_dir / SIGNALS_NAME, adapters=adapters)
         if phase is not None:
             phase("evidence")
+        t0 = time.perf_counter()
         try:
             record["evidence"] = evidence.close()
         except (EvidenceError, OSError) as exc:
             record["evidence"] = getattr(exc, "summary", None)
             if record["outcome"] != "errored":
                 mark_errored(record, exc, kind="evidence")
+        # Finishing the encoders' files: work they deferred while the simulator ran.
+        record["timings"]["evidence_s"] = round(time.perf_counter() - t0, 3)
     record["evidence_dir"] = str(case_dir)
     try:
         write_json_atomic(case_dir / "episode.json", record)
@@ -88,11 +92,14 @@ def run_case(
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
     safety_file: Path | None = None,
+    adapters: AdapterCache | None = None,
 ) -> CaseRecord:
     """Run the entry's episode and return its full record (P9-P11).
 
-    An episode that offers ``safety_signals()`` (the libero adapter's monitor) adds the
-    safety verdict and engagement to the record, and its raw signals to ``safety_file``.
+    ``adapters`` keeps the adapters across the cases of one long-lived process; without
+    it each case builds its own. An episode that offers ``safety_signals()`` (the libero
+    adapter's monitor) adds the safety verdict and engagement to the record, and its raw
+    signals to ``safety_file``.
     """
     tell = phase or (lambda name: None)
     budget = plan.budget_for(entry)
@@ -106,7 +113,7 @@ def run_case(
         tell("policy_reset")
         call_policy(policy.reset)
         tell("build")
-        adapter = load_adapter(plan.adapter)
+        adapter = load_adapter(plan.adapter) if adapters is None else adapters.get(plan.adapter)
         t0 = time.perf_counter()
         episode = adapter.open(
             entry,
