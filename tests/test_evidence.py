@@ -265,7 +265,12 @@ def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_proces
 
         def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
             if self.controls == 2:
-                os.kill(self.evidence._video.pid, signal.SIGKILL)  # type: ignore[union-attr]
+                video = self.evidence._video
+                assert video is not None
+                os.kill(video.pid, signal.SIGKILL)
+                # Gone before the next frame, as it is after a real control (~0.1 s): the
+                # encoder's wide pipe would otherwise take this fake env's next frames.
+                video._proc.wait(10)
             return super().step(action, observe_next)
 
     env = KillsVideo(size=64)
