@@ -67,7 +67,7 @@ def run_records(run: Path) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("profile", "hint"), [
-    ("smolvla", "python -m pytest_libero.serve --policy YOUR_BRIDGE:make"),
+    ("smolvla", "python -m pytest_libero.serve --policy pytest_libero.bridges.lerobot:make"),
     ("pi05", "uv run scripts/serve_policy.py --env LIBERO"),
 ])
 def test_no_server_is_a_usage_error_before_any_case(
