@@ -7,12 +7,14 @@ observation and control over a pipe; the parent kills it when a phase outlives i
 allowance and records the case as errored with the signal or timeout, the last
 counters seen and the tail of the child's captured output.
 
-Children are forked from the worker's forkserver, which imports the simulator once
-(``pytest_libero.episode.preload``), so a case process starts with robosuite, LIBERO
-and MuJoCo already loaded. A fresh child runs every case, except in full mode: there
-the child that ran a task's init state, and its environment, stay for the task's next
-state, as openpi's one-environment loop runs them (docs/full-mode.md). An errored case,
-another task or a lower state ends that child; the next case gets a fresh one.
+Children are forked from the worker's forkserver, which imports the simulator once and
+compiles the worker's first scene without rendering (``pytest_libero.episode.preload``),
+so a case process starts with robosuite, LIBERO and MuJoCo loaded and MuJoCo's asset
+cache holding the robot's, the arena's and that scene's meshes and textures. A fresh
+child runs every case, except in full mode: there the child that ran a task's init
+state, and its environment, stay for the task's next state, as openpi's
+one-environment loop runs them (docs/full-mode.md). An errored case, another task or a
+lower state ends that child; the next case gets a fresh one.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class _Heartbeat:
 
 PRELOAD = ["pytest_libero.episode.preload"]
 """Modules each worker's forkserver imports before it forks a case process."""
+WARM_SCENE = "PYTEST_LIBERO_WARM_SCENE"
+"""The entry (BDDL and init-state file names) whose scene the forkserver compiles once."""
 _EXIT_WAIT_S = 30.0
 
 
@@ -167,7 +171,7 @@ class SimulatorHost:
         if not self._continues(plan, entry):
             self.close()
         if self._process is None:
-            self._start()
+            self._start(entry)
         assert self._process is not None and self._conn is not None
         process, conn = self._process, self._conn
         keep = plan.mode == "full" and entry.state is not None
@@ -241,12 +245,17 @@ class SimulatorHost:
         return (plan.mode == "full" and adapter == plan.adapter and task == entry.task_id
                 and entry.state is not None and entry.state > state)
 
-    def _start(self) -> None:
+    def _start(self, entry: Entry) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
         parent_conn, child_conn = context.Pipe(duplex=True)
         process = context.Process(target=_child, args=(child_conn, list(sys.path)), daemon=True)
-        process.start()
+        # Read by the forkserver if this start launches it (the worker's first case).
+        os.environ[WARM_SCENE] = os.pathsep.join((entry.bddl_file, entry.init_states_file))
+        try:
+            process.start()
+        finally:
+            os.environ.pop(WARM_SCENE, None)
         child_conn.close()
         self._process, self._conn = process, parent_conn
 
