@@ -27,6 +27,7 @@ class FakeEnv:
         self.succeed_at = succeed_at
         self.fail_at = fail_at
         self.steps: list[np.ndarray] = []
+        self.observed_next: list[bool] = []
 
     def observe(self, policy_calls: int, executed_controls: int) -> Observation:
         image = np.zeros((256, 256, 3), np.uint8)
@@ -38,6 +39,7 @@ class FakeEnv:
 
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         self.steps.append(action)
+        self.observed_next.append(observe_next)
         if self.fail_at is not None and len(self.steps) == self.fail_at:
             raise RuntimeError("mujoco exploded")
         return self.succeed_at is not None and len(self.steps) >= self.succeed_at
@@ -69,6 +71,18 @@ class Scripted:
 
 def chunk(n: int) -> dict[str, Any]:
     return {"actions": np.tile(HOLD, (n, 1))}
+
+
+def test_the_env_is_told_which_controls_images_a_policy_will_see() -> None:
+    # The last control of each chunk, except where the budget allows no next call.
+    env = FakeEnv()
+    run_episode(env, Scripted([chunk(3), chunk(3)]), decisions_budget(2, 3), StopRule(None),
+                init_controls=0)
+    assert env.observed_next == [False, False, True, False, False, False]
+    capped = FakeEnv()  # the control cap ends the episode inside the second chunk
+    run_episode(capped, Scripted([chunk(3)] * 3), horizon_budget(5, "test", 3), StopRule(None),
+                init_controls=0)
+    assert capped.observed_next == [False, False, True, False, False]
 
 
 def test_counters_with_stop_only_reply_and_short_final_chunk() -> None:

@@ -215,8 +215,11 @@ def run_episode(
                 prefix, clipping = clip_prefix(reply.actions[: min(budget.replan_interval, remaining)])
                 if clipping is not None:
                     result.clipping.add(clipping)
+                # The images after a chunk are seen only if the budget allows a next call.
+                another = (call < budget.max_policy_calls
+                           and counters.executed_controls + len(prefix) < budget.control_cap)
                 for n, action in enumerate(prefix, start=1):
-                    success = _call_env(env.step, action, n == len(prefix))
+                    success = _call_env(env.step, action, another and n == len(prefix))
                     counters.executed_controls += 1
                     executed += 1
                     sink.on_control(counters.executed_controls, action, env.frame)
