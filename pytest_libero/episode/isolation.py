@@ -87,8 +87,10 @@ class _Heartbeat:
         self.conn.send(("phase", "step", dict(self.counters)))
 
 
-PRELOAD = ["pytest_libero.episode.preload"]
-"""Modules each worker's forkserver imports before it forks a case process."""
+PRELOAD = ["__main__", "pytest_libero.episode.preload"]
+"""What each worker's forkserver imports before it forks case processes: the worker's
+main script (else every case process runs it again, e.g. the ``pytest`` console
+script), then the simulator and the case's own modules."""
 WARM_SCENE = "PYTEST_LIBERO_WARM_SCENE"
 """The entry (BDDL and init-state file names) whose scene the forkserver compiles once."""
 _EXIT_WAIT_S = 30.0

@@ -1,9 +1,9 @@
 """Imported by each worker's forkserver: what every case process would otherwise redo.
 
 Every case process is forked from that server (``isolation.py``), so it starts with
-robosuite, LIBERO and MuJoCo imported, and with MuJoCo's asset cache (decoded meshes
-and textures, kept per process) filled by one compile of a scene: the worker's first
-case's, named by ``PYTEST_LIBERO_WARM_SCENE`` (its BDDL and init-state file names).
+robosuite, LIBERO and MuJoCo imported, the encoder's version known, and MuJoCo's asset
+cache (decoded meshes and textures, kept per process) filled by one compile of a
+scene: the worker's first case's, named by ``PYTEST_LIBERO_WARM_SCENE`` (its BDDL and init-state file names).
 The robot, the arena and the objects scenes share then compile from the cache in every
 case process (bench/throughput.py measures it). Nothing that renders is built here, so
 no GL context or renderer thread exists when the server forks. Anything that fails
@@ -46,7 +46,9 @@ with suppress(Exception), warnings.catch_warnings():
     import libero.libero.envs  # noqa: F401
 
     import pytest_libero.episode.case  # noqa: F401
-    import pytest_libero.evidence.writer  # noqa: F401
+    from pytest_libero.evidence.ffmpeg import ffmpeg_version
+
+    ffmpeg_version()  # cached: no `ffmpeg -version` per case
 
     if os.environ.get(WARM_SCENE):
         _compile_scene(*os.environ[WARM_SCENE].split(os.pathsep, 1))
