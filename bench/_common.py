@@ -203,11 +203,12 @@ def inprocess_zero_profile(chunk: int) -> Any:
 
 
 def plan_for(profile: Any, case: Any, controls: int, replan_interval: int, *,
-             render: str | None = None, video_stride: int | None = None) -> Any:
+             render: str | None = None, video_stride: int | None = None,
+             full_states: Sequence[int] | None = None) -> Any:
     """A decisions-budget plan for one entry: ceil(controls / K) calls of K controls.
 
     ``render`` / ``video_stride``: the plugin's --libero-render / --libero-video-stride
-    (None: the plugin's defaults).
+    (None: the plugin's defaults). ``full_states``: a full-mode plan over these states.
     """
     from pytest_libero.catalog.selection import SelectionRequest
     from pytest_libero.config.options import DEFAULTS
@@ -215,7 +216,9 @@ def plan_for(profile: Any, case: Any, controls: int, replan_interval: int, *,
 
     return make_plan(
         profile,
-        SelectionRequest(scope="task_coverage", suite=case.suite, task_ids=(case.index,)),
+        SelectionRequest(scope="task_coverage", suite=case.suite, task_ids=(case.index,),
+                         **({} if full_states is None else
+                            {"mode": "full", "init_states": tuple(full_states)})),
         budget_mode="decisions",
         max_policy_calls=math.ceil(controls / replan_interval),
         replan_interval=replan_interval,
@@ -313,9 +316,11 @@ class BareEpisode:
     render="consumed": both cameras are rendered only for the observations a policy
     receives (after the last settling control and after the last control of each
     chunk). render="native": LIBERO's default, both cameras after every control.
+    ``video_stride``: agentview also renders every that many controls (for a video).
     """
 
-    def __init__(self, case: Any, control_cap: int, render: str = "consumed") -> None:
+    def __init__(self, case: Any, control_cap: int, render: str = "consumed",
+                 video_stride: int | None = None) -> None:
         import numpy as np
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -330,6 +335,8 @@ class BareEpisode:
         )
 
         self.cameras = CAMERAS
+        self.video_stride = video_stride
+        self.controls = 0
         bddl, states_file = installed_files(case.bddl_file, case.init_states_file)
         state = np.ascontiguousarray(load_states(states_file)[INIT_STATE_INDEX], dtype=np.float64)
         self.env = OffScreenRenderEnv(
@@ -342,12 +349,20 @@ class BareEpisode:
         self.obs = self.env.set_init_state(state)
         settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
         for i in range(SETTLE_CONTROLS):
-            self.step(settle, consumed=i == SETTLE_CONTROLS - 1)
+            self.step(settle, consumed=i == SETTLE_CONTROLS - 1, settling=True)
 
-    def step(self, action: Any, *, consumed: bool) -> bool:
+    def step(self, action: Any, *, consumed: bool, settling: bool = False) -> bool:
+        import numpy as np
+
         if self.gate is not None:
             self.gate.want = consumed
+            if not settling and self.video_stride is not None:
+                self.controls += 1
+                if self.controls % self.video_stride == 0:
+                    self.gate.gates["agentview"].wanted = True
         self.obs, _, done, _ = self.env.step(action)
+        if self.video_stride is not None and not settling:
+            self.frame = np.ascontiguousarray(self.obs["agentview_image"][::-1, ::-1])
         return bool(done)
 
     def images(self) -> dict[str, Any]:
@@ -360,10 +375,13 @@ class BareEpisode:
 
 
 def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "consumed",
-             policy: Any = None, hashes: list[dict[str, str]] | None = None) -> dict[str, Any]:
+             policy: Any = None, hashes: list[dict[str, str]] | None = None,
+             video_stride: int | None = None) -> dict[str, Any]:
     """Build, settle, then ``controls`` controls of [0]*6+[-1] asking ``policy`` every K.
 
-    The in-process zero policy by default. Returns setup/episode/whole seconds.
+    The in-process zero policy by default. ``video_stride``: agentview also renders (and
+    is copied out, as for a video frame) every that many controls. Returns
+    setup/episode/whole seconds.
     """
     from pytest_libero.policy.builtin import ZeroPolicy
     from pytest_libero.policy.contract import Observation, validate_reply
@@ -371,7 +389,7 @@ def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "c
 
     policy = policy or ZeroPolicy(chunk=replan_interval)
     t0 = time.perf_counter()
-    episode = BareEpisode(case, controls, render)
+    episode = BareEpisode(case, controls, render, video_stride)
     t1 = time.perf_counter()
     executed = calls = 0
     try:

@@ -84,7 +84,7 @@ def conventional_episode(case: Any, client: Any, controls: int, replan_interval:
     from libero.libero.envs import OffScreenRenderEnv
 
     from pytest_libero.catalog.inventory import installed_files, load_states
-    from pytest_libero.protocol.parameters import SEED, SETTLE_CONTROLS
+    from pytest_libero.protocol.parameters import SEED, SETTLE_ACTION, SETTLE_CONTROLS
 
     t0 = time.perf_counter()
     bddl, states_file = installed_files(case.bddl_file, case.init_states_file)
@@ -92,7 +92,7 @@ def conventional_episode(case: Any, client: Any, controls: int, replan_interval:
     env.seed(SEED)
     env.reset()
     obs = env.set_init_state(load_states(states_file)[0])
-    dummy = list(c.SETTLE_ACTION)
+    dummy = list(SETTLE_ACTION)
     for _ in range(SETTLE_CONTROLS):
         obs, _, _, _ = env.step(dummy)
     t1 = time.perf_counter()

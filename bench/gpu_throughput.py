@@ -1,0 +1,141 @@
+"""Episodes per hour on one GPU: -n 1, 4, 8 and 16 workers, EGL rendering, a zero policy.
+
+    MUJOCO_GL=egl python bench/gpu_throughput.py                  # -n 1,4,8,16 on GPU 0
+    MUJOCO_GL=egl python bench/gpu_throughput.py --gpu 1 --controls 520 --cases-per-worker 3
+    python bench/gpu_throughput.py --workers 1 --controls 5 --allow-cpu   # a smoke run anywhere
+
+For a machine with a GPU (docs/scale.md says how to read the result). Each worker count
+runs one fresh ``python -m pytest -p no:cacheprovider --libero-profile=zero
+--libero-gpus=G -n W`` (every worker on GPU G: its EGL device and its CUDA device), with
+``--cases-per-worker`` x W fast-mode cases of libero_90 (tasks 0, 1, 2, ... in native
+order, so every run's cases are distinct tasks of one suite), each of ``--controls``
+controls in chunks of K (the decisions budget), at the plugin's defaults otherwise
+(process isolation, full evidence, a video frame every control). The zero policy runs
+in-process, so the GPU only renders: the figure is the rendering side's capacity,
+before a model shares the machine. Wall time covers the whole command; episodes per
+hour = cases / wall.
+
+Before the runs, one case renders once and the script prints the OpenGL renderer and
+vendor that MuJoCo's EGL context got: on a GPU machine it must name the GPU's driver
+(NVIDIA), not Mesa's llvmpipe, or the figures are the CPU's. Without a GPU renderer the
+script stops unless ``--allow-cpu`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as c
+
+PROBE = """
+import sys
+sys.path.insert(0, {root!r})
+from pytest_libero.adapters.libero import prepare_simulator_environment
+prepare_simulator_environment()
+from libero.libero.envs import OffScreenRenderEnv
+from OpenGL import GL
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.catalog.inventory import installed_files
+case = load_catalog().suite_entries("libero_90")[0]
+bddl, _ = installed_files(case.bddl_file, case.init_states_file)
+env = OffScreenRenderEnv(bddl_file_name=str(bddl), camera_heights=256, camera_widths=256)
+env.reset()  # renders both cameras: the context is current
+print("renderer:", GL.glGetString(GL.GL_RENDERER).decode())
+print("vendor:", GL.glGetString(GL.GL_VENDOR).decode())
+env.close()
+"""
+
+
+def gl_renderer(gpu: int) -> str:
+    """The GL renderer and vendor of a LIBERO env's EGL context on this GPU."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "MUJOCO_EGL_DEVICE_ID": str(gpu)}
+    env.setdefault("MUJOCO_GL", "egl")
+    done = subprocess.run([sys.executable, "-c", PROBE.format(root=str(c.ROOT))],
+                          capture_output=True, text=True, env=env, check=False, timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("renderer:", "vendor:"))]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"the render probe failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return "; ".join(lines)
+
+
+def run_pytest(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
+    results = work / "results"
+    cases = workers * args.cases_per_worker
+    if cases > 90:
+        raise SystemExit(f"-n {workers} x {args.cases_per_worker} cases exceeds libero_90's 90 tasks")
+    calls = -(-args.controls // args.replan_interval)
+    command = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+        "--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_90",
+        f"--libero-task-ids=0-{cases - 1}", "--libero-budget-mode=decisions",
+        f"--libero-max-policy-calls={calls}", f"--libero-replan-interval={args.replan_interval}",
+        f"--libero-policy-option=chunk={args.replan_interval}",
+        f"--libero-gpus={args.gpu}", "-n", str(workers), f"--libero-results={results}",
+    ]
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    try:
+        t0 = time.perf_counter()
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, env=env, check=False)
+        wall = time.perf_counter() - t0
+        records = [json.loads(line) for path in results.rglob("results.jsonl")
+                   for line in path.read_text().splitlines() if line.strip()]
+        if len(records) != cases or any(r["outcome"] == "errored" for r in records):
+            raise SystemExit(f"-n {workers}: {len(records)} of {cases} records, exit {done.returncode}:\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        per_case = [sum(float(r["timings"].get(k, 0.0)) for k in ("setup_s", "episode_s"))
+                    for r in records]
+        return {"wall_s": wall, "cases": cases, "per_case_s": c.median(per_case)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", default="1,4,8,16", help="comma-separated worker counts")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU every worker renders on")
+    parser.add_argument("--controls", type=int, default=100, help="controls per episode [100]")
+    parser.add_argument("--replan-interval", "-k", type=int, default=5)
+    parser.add_argument("--cases-per-worker", type=int, default=2)
+    parser.add_argument("--allow-cpu", action="store_true",
+                        help="run even when the EGL renderer is not a GPU's (a smoke run)")
+    args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    print(f"# gpu throughput: GPU {args.gpu}, workers {counts}, {args.cases_per_worker} cases per "
+          f"worker, {args.controls} controls, K={args.replan_interval}, zero policy in-process")
+    print(f"# {c.machine_note()}")
+    renderer = gl_renderer(args.gpu)
+    print(f"# {renderer}")
+    if "llvmpipe" in renderer.lower() or "mesa" in renderer.lower():
+        if not args.allow_cpu:
+            raise SystemExit("EGL renders on the CPU (Mesa) here, not on a GPU: these would be CPU "
+                             "figures; check the NVIDIA EGL vendor file (docs/scale.md) or pass "
+                             "--allow-cpu for a smoke run")
+        print("# NOTE: rendering on the CPU (--allow-cpu): not GPU figures")
+    rows = []
+    base: float | None = None
+    for workers in counts:
+        out = run_pytest(workers, args)
+        per_hour = out["cases"] / out["wall_s"] * 3600
+        base = base or per_hour / workers
+        rows.append([workers, out["cases"], out["wall_s"], per_hour, out["per_case_s"],
+                     per_hour / (base * workers)])
+        print(f"#   -n {workers}: {out['cases']} episodes in {out['wall_s']:.1f} s", flush=True)
+    print()
+    c.print_table(["workers", "episodes", "wall s", "episodes per hour",
+                   "per case s (setup+episode, median)", f"scaling efficiency vs -n {counts[0]}"],
+                  rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,305 @@
+"""Throughput at the defaults: per-case fixed cost, per-episode cost, encoders, full mode.
+
+    python bench/throughput.py                       # every part, 3 repeats
+    python bench/throughput.py --part fixed --repeats 5
+    python bench/throughput.py --part episode --controls 80
+    python bench/throughput.py --part full --states 4
+
+Every variant runs in its own fresh Python process (so each pays its imports once, and
+a forkserver starts from nothing), one after another, interleaved: the order rotates
+every repeat. Ratios are medians of per-repeat ratios, with their range. All variants
+of a part talk to the same zero policy server (``python -m pytest_libero.serve --policy
+zero`` on 127.0.0.1) where they use one.
+
+fixed (issue target: plugin / bare <= 1.05): four one-control fast-mode cases, libero_10
+  tasks 0-3, as a pytest worker runs them at the defaults (process isolation, evidence,
+  video, the websocket policy): ``SimulatorHost.run`` per case, timed from the variant
+  process's start to its end. Against a bare loop that, in one process, builds, resets,
+  installs state 0 and settles the same four environments and runs one control.
+  ``plugin-no-preload`` is the plugin with the forkserver's preload off: each case
+  process imports the simulator itself, as before.
+episode (targets: plugin / floor <= 1.10, plugin / conventional <= 0.75): one case of N
+  controls in chunks of K. Per-episode cost is the control loop plus, for the plugin,
+  finishing its evidence files (``timings.evidence_s``) and, for the conventional loop,
+  writing its video. ``plugin``: the defaults (process isolation, full evidence, a video
+  frame every control, consumed rendering, the websocket policy). ``floor``: the same
+  renders and nothing else (agentview every control for the video, both cameras per
+  decision, in-process zero policy, no evidence). ``conventional``: openpi's loop from
+  ``bench/conventional.py`` (both cameras every control, frames in memory, video written
+  at the end, the same server).
+encoders: the plugin case in-process (``--libero-isolation=none``, so the setting reaches
+  it) with its encoders at the default lower priority and at the case's own priority;
+  also the encoders' CPU seconds (the variant process's reaped children).
+full (no target; the saving): full-mode cases of one task's states 0..S-1, few controls
+  each: ``full-kept`` through one ``SimulatorHost`` (the worker keeps the case process and
+  the task's environment, the default) against ``full-fresh`` (a fresh process and env
+  per case, the i native resets each). Also checks that both gave identical delivered
+  observations (sha256 from each case's observations.jsonl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import _common as c
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "fixed": ("plugin", "plugin-no-preload", "bare"),
+    "episode": ("plugin", "floor", "conventional"),
+    "encoders": ("niced", "same-priority"),
+    "full": ("full-kept", "full-fresh"),
+}
+
+
+# --------------------------------------------------------------- the variants
+
+
+def _plan(uri: str, work: Path, case: Any, controls: int, k: int, **kwargs: Any) -> Any:
+    return c.plan_for(c.websocket_profile(uri, work), case, controls, k, **kwargs)
+
+
+def fixed_plugin(args: argparse.Namespace, work: Path, preload: bool) -> dict[str, Any]:
+    from pytest_libero.episode import isolation
+
+    if not preload:
+        isolation.PRELOAD = []
+    host = isolation.SimulatorHost()
+    setup = []
+    try:
+        for task in range(4):
+            case = c.entry("libero_10", task)
+            plan = _plan(args.uri, work, case, 1, 1)
+            record = host.run(plan, plan.entries[0], work / f"case-{task}", c.watchdog_for(plan))
+            if record["outcome"] == "errored":
+                raise RuntimeError(record["summary"])
+            setup.append(record["timings"]["setup_s"])
+    finally:
+        host.close()
+    return {"setup_s": sum(setup)}
+
+
+def fixed_bare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    c.prepare_simulator()
+    setup = 0.0
+    for task in range(4):
+        out = c.run_bare(c.entry("libero_10", task), 1, 1)
+        setup += out["setup_s"]
+    return {"setup_s": setup}
+
+
+def episode_plugin(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from pytest_libero.episode.isolation import run_isolated
+
+    case = c.entry(args.suite, args.task)
+    plan = _plan(args.uri, work, case, args.controls, args.replan_interval)
+    record = run_isolated(plan, plan.entries[0], work / "case", c.watchdog_for(plan))
+    if record["outcome"] == "errored":
+        raise RuntimeError(record["summary"])
+    timings = record["timings"]
+    return {"episode_s": timings["episode_s"] + timings["evidence_s"],
+            "loop_s": timings["episode_s"], "setup_s": timings["setup_s"],
+            "renders": c.renders_text(record.get("renders"))}
+
+
+def episode_floor(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    c.prepare_simulator()
+    out = c.run_bare(c.entry(args.suite, args.task), args.controls, args.replan_interval,
+                     video_stride=1)
+    return {"episode_s": out["episode_s"], "loop_s": out["episode_s"], "setup_s": out["setup_s"],
+            "renders": out["renders"]}
+
+
+def episode_conventional(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    import conventional
+
+    c.prepare_simulator()
+    client = conventional.OursClient(args.uri)
+    resize = conventional.resizer("pil")
+    out = conventional.conventional_episode(c.entry(args.suite, args.task), client, args.controls,
+                                            args.replan_interval, resize, work / "video.mp4", False)
+    return {"episode_s": out["episode_s"] + out["video_s"], "loop_s": out["episode_s"],
+            "setup_s": out["setup_s"], "renders": out["renders"]}
+
+
+def encoders(args: argparse.Namespace, work: Path, niced: bool) -> dict[str, Any]:
+    from pytest_libero.evidence import ffmpeg
+
+    c.prepare_simulator()
+    if not niced:
+        ffmpeg.ENCODER_NICENESS = 0
+    case = c.entry(args.suite, args.task)
+    plan = _plan(args.uri, work, case, args.controls, args.replan_interval)
+    policy = plan.profile.build_policy()
+    try:
+        out = c.run_plugin_case(plan, plan.entries[0], policy, work / "case")
+    finally:
+        policy.close()
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = json.loads((work / "case" / "episode.json").read_text())
+    return {"episode_s": out["episode_s"] + record["timings"]["evidence_s"],
+            "loop_s": out["episode_s"], "setup_s": out["setup_s"],
+            "encoder_cpu_s": kids.ru_utime + kids.ru_stime, "renders": out["renders"]}
+
+
+def full_cases(args: argparse.Namespace, work: Path, kept: bool) -> dict[str, Any]:
+    from pytest_libero.episode.isolation import SimulatorHost, run_isolated
+
+    case = c.entry(args.suite, args.task)
+    plan = _plan(args.uri, work, case, args.full_controls, args.replan_interval,
+                 full_states=range(args.states))
+    host = SimulatorHost()
+    hashes = []
+    setup = 0.0
+    try:
+        for entry in plan.entries:
+            case_dir = work / entry.case_id
+            run: Callable[..., Any] = host.run if kept else run_isolated
+            record = run(plan, entry, case_dir, c.watchdog_for(plan))
+            if record["outcome"] == "errored":
+                raise RuntimeError(record["summary"])
+            setup += record["timings"]["setup_s"]
+            hashes.append(c.evidence_hashes(case_dir))
+    finally:
+        host.close()
+    return {"setup_s": setup, "hashes": hashes}
+
+
+VARIANTS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
+    "fixed/plugin": lambda a, w: fixed_plugin(a, w, preload=True),
+    "fixed/plugin-no-preload": lambda a, w: fixed_plugin(a, w, preload=False),
+    "fixed/bare": fixed_bare,
+    "episode/plugin": episode_plugin,
+    "episode/floor": episode_floor,
+    "episode/conventional": episode_conventional,
+    "encoders/niced": lambda a, w: encoders(a, w, niced=True),
+    "encoders/same-priority": lambda a, w: encoders(a, w, niced=False),
+    "full/full-kept": lambda a, w: full_cases(a, w, kept=True),
+    "full/full-fresh": lambda a, w: full_cases(a, w, kept=False),
+}
+
+
+# --------------------------------------------------------------- the driver
+
+
+def run_variant(name: str, args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    """One variant in a fresh interpreter; its wall time from start to exit."""
+    out = Path(tempfile.mkstemp(prefix="bench-throughput-", suffix=".json")[1])
+    command = [sys.executable, __file__, "--variant", name, "--uri", args.uri, "--out", str(out),
+               *argv]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"variant {name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(out.read_text())
+    out.unlink()
+    result["wall_s"] = wall
+    return result
+
+
+def spread(values: list[float]) -> str:
+    good = [v for v in values if not math.isnan(v)]
+    if not good:
+        return "-"
+    return f"{c.median(good):.3f} ({min(good):.3f}-{max(good):.3f})"
+
+
+def report(part: str, runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    print(f"\n## {part}")
+    keys = ("wall_s", "setup_s", "loop_s", "episode_s", "encoder_cpu_s")
+    rows = []
+    for name, results in runs.items():
+        rows.append([name, len(results),
+                     *(c.median([r.get(k, math.nan) for r in results]) for k in keys),
+                     results[0].get("renders", "-")])
+    c.print_table(["variant", "runs", "process wall s", "setup s", "loop s",
+                   "per-episode s", "encoder CPU s", "renders"], rows)
+
+    def ratio(num: str, den: str, key: str) -> list[float]:
+        return [a[key] / b[key] for a, b in zip(runs[num], runs[den])]
+
+    print()
+    if part == "fixed":
+        print(f"fixed cost plugin / bare (process wall) = {spread(ratio('plugin', 'bare', 'wall_s'))}"
+              "   (target <= 1.05)")
+        print("fixed cost plugin-no-preload / bare    = "
+              f"{spread(ratio('plugin-no-preload', 'bare', 'wall_s'))}")
+        print(f"preload saving, plugin / plugin-no-preload = "
+              f"{spread(ratio('plugin', 'plugin-no-preload', 'wall_s'))}")
+    elif part == "episode":
+        print(f"per-episode plugin / floor        = {spread(ratio('plugin', 'floor', 'episode_s'))}"
+              "   (target <= 1.10)")
+        print(f"per-episode plugin / conventional = "
+              f"{spread(ratio('plugin', 'conventional', 'episode_s'))}   (target <= 0.75)")
+        print(f"control loop only, plugin / floor = {spread(ratio('plugin', 'floor', 'loop_s'))}")
+        print(f"control loop only, plugin / conventional = "
+              f"{spread(ratio('plugin', 'conventional', 'loop_s'))}")
+    elif part == "encoders":
+        print(f"per-episode niced / same priority = "
+              f"{spread(ratio('niced', 'same-priority', 'episode_s'))}")
+        print(f"control loop niced / same priority = "
+              f"{spread(ratio('niced', 'same-priority', 'loop_s'))}")
+    elif part == "full":
+        same = all(k["hashes"] == f["hashes"] for k, f in zip(runs["full-kept"], runs["full-fresh"]))
+        print(f"{args.states} states x {args.full_controls} controls, {args.suite} task {args.task}")
+        for key, label in (("wall_s", "process wall"), ("setup_s", "setup")):
+            print(f"full mode kept / fresh ({label}) = {spread(ratio('full-kept', 'full-fresh', key))}")
+        print(f"delivered observations identical, kept vs fresh: {'yes' if same else 'NO'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    c.episode_arguments(parser)
+    parser.add_argument("--part", action="append", choices=tuple(PARTS),
+                        help="run only this part (repeatable) [all]")
+    parser.add_argument("--states", type=int, default=4, help="full: states 0..S-1 [4]")
+    parser.add_argument("--full-controls", type=int, default=10, help="full: controls per case [10]")
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument("--uri", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:
+        work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+        try:
+            result = VARIANTS[args.variant](args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        Path(args.out).write_text(json.dumps(result))
+        return 0
+
+    passed = [a for a in sys.argv[1:] if not a.startswith("--part") and a not in PARTS]
+    parts = args.part or list(PARTS)
+    print(f"# throughput: parts {', '.join(parts)}; {args.repeats} repeats; episode: {args.suite} "
+          f"task {args.task}, N={args.controls}, K={args.replan_interval}")
+    print(f"# {c.machine_note()}")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    with c.zero_server(chunk=args.replan_interval) as uri:
+        args.uri = uri
+        for part in parts:
+            names = PARTS[part]
+            runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+            for repeat in range(args.repeats):
+                for name in c.interleaved_order(names, repeat):
+                    result = run_variant(f"{part}/{name}", args, passed)
+                    runs[name].append(result)
+                    print(f"#   {part} repeat {repeat + 1} {name:<18} wall {result['wall_s']:7.2f} s  "
+                          f"per-episode {result.get('episode_s', math.nan):7.2f} s", flush=True)
+            report(part, runs, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
