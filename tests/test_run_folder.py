@@ -113,8 +113,11 @@ def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
     pytester: pytest.Pytester,
 ) -> None:
     args, root = interruptible_run(pytester)
+    # Ctrl-C as at a terminal, even where this test runs in a background job whose
+    # shell set SIGINT to ignored (a child inherits that, and Python then keeps it).
     process = subprocess.Popen(args, cwd=pytester.path, env=TEST_ENV, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                               stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         results = wait_for_results(root, lines=1, timeout=300)
         time.sleep(20)
