@@ -18,8 +18,7 @@ import warnings
 from contextlib import suppress
 
 from pytest_libero.adapters.libero import prepare_simulator_environment
-
-WARM_SCENE = "PYTEST_LIBERO_WARM_SCENE"
+from pytest_libero.episode.isolation import WARM_SCENE
 
 
 def _compile_scene(bddl_file: str, init_states_file: str) -> None:
