@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ports import free_port
 
 from pytest_libero.bridges import lerobot as bridge
 from pytest_libero.bridges.lerobot import BridgeRefused, Feature, InputPlan
@@ -264,12 +264,6 @@ def checkpoints(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) 
         made[f"{name}_stats"] = json.loads(done.stdout.strip().splitlines()[-1])["observation.state"]
     made["home"] = folder
     return made
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

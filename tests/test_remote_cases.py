@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from libero_native import native_first_observation
 from openpi_reference_server import OpenpiReferenceServer
+from ports import free_port
 
 from pytest_libero.catalog.inventory import load_inventory
 from pytest_libero.protocol.parameters import SEED
@@ -29,12 +30,6 @@ pytest_plugins = ["pytester"]
 
 HOLD = np.array([[0, 0, 0, 0, 0, 0, -1.0]] * 2)
 SMALL = ["--libero-budget-mode=decisions", "--libero-max-policy-calls=2", "--libero-replan-interval=1"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def websocket_profile(pytester: pytest.Pytester, endpoint: str, *, track: str = "rgb",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ports import free_port
 from scripted_policies import TESTS_DIR
 
 from pytest_libero.policy.contract import Observation
@@ -27,12 +27,6 @@ def observation(calls: int = 0, controls: int = 0, proprio: bool = False) -> Obs
               for c in ("agentview", "robot0_eye_in_hand")}
     return Observation("put the bowl on the plate", images,
                        np.arange(9, dtype=np.float64) if proprio else None, calls, controls)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_layout_round_trip_and_whitelist() -> None:

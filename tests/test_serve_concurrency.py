@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ports import free_port
 from scripted_policies import TESTS_DIR
 
 from pytest_libero.evidence.reader import read_actions
@@ -30,12 +30,6 @@ from pytest_libero.policy.server import SERVER_KEY
 from pytest_libero.policy.websocket import ServerError, WebsocketPolicyClient
 
 pytest_plugins = ["pytester"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ports import free_port
 from scripted_policies import TESTS_DIR
 
 from pytest_libero.catalog.selection import SelectionRequest
@@ -34,12 +34,6 @@ pytest_plugins = ["pytester"]
 
 SMALL = ["--libero-budget-mode=decisions", "--libero-max-policy-calls=2", "--libero-replan-interval=1"]
 WEBSOCKET_PROFILES = ("smolvla", "pi0", "pi05", "openvla-oft")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
