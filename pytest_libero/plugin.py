@@ -89,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             load_adapter(plan.adapter)  # an adapter that cannot work is a usage error
             tasks = {e.task_id: e.as_dict() for e in plan.entries}  # a task once, all its states
-            verify_entries(tasks.values(), load_inventory())
+            verify_entries(tasks.values(), load_inventory(ood=any(e.is_ood for e in plan.entries)))
             plan.profile.build_policy().close()  # a bad factory or option is a usage error
             if config.option.collectonly:
                 config.stash[PLAN_KEY] = plan  # listing cases writes no run folder

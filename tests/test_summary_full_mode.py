@@ -25,8 +25,9 @@ from pytest_libero.report.terminal import PER_TASK_LINES, format_rate, summary_l
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.merge import merge_runs
 from pytest_libero.results.published import NOTE, load_published
+from pytest_libero.results.rates import success_rate, wilson_interval
 from pytest_libero.results.recorder import Recorder
-from pytest_libero.results.summary import case_task, success_rate, summarize, wilson_interval
+from pytest_libero.results.summary import case_task, summarize
 
 ALL_STATES = list(range(50))
 PARTIAL = ["init states 0,17 of 0-49", "budget mode decisions, not the reference horizons"]

@@ -44,9 +44,7 @@ class Replay:
 
 def entry_of(record: CaseRecord) -> Entry:
     """The catalog entry (and full-mode state) the record ran."""
-    e = record["entry"]
-    return Entry(e["suite"], e["index"], e["name"], e["language"], e["bddl_file"],
-                 e["init_states_file"], e.get("init_state"))
+    return Entry.from_dict(record["entry"])
 
 
 def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str) -> Replay:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.data import INVENTORY_FILE, data_path
+from pytest_libero.data import INVENTORY_FILE, OOD_INVENTORY_FILE, data_path
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 
@@ -256,12 +256,21 @@ def load_inventory_bytes() -> bytes:
     return data_path(INVENTORY_FILE).read_bytes()
 
 
-def load_inventory() -> dict[str, Any]:
-    """The packaged inventory document (P2), read-only reference evidence."""
-    document = json.loads(load_inventory_bytes())
+def load_inventory(ood: bool = False) -> dict[str, Any]:
+    """The packaged inventory document (P2), read-only reference evidence; with ``ood``,
+    the LIBERO-PRO entries' rows follow the native ones (their suites never clash)."""
+    document = _inventory_document(INVENTORY_FILE, load_inventory_bytes())
+    if ood:
+        extra = _inventory_document(OOD_INVENTORY_FILE, data_path(OOD_INVENTORY_FILE).read_bytes())
+        document["entries"] = [*document["entries"], *extra["entries"]]
+    return document
+
+
+def _inventory_document(name: str, raw: bytes) -> dict[str, Any]:
+    document = json.loads(raw)
     if not isinstance(document, dict) or document.get("schema") != INVENTORY_SCHEMA:
         raise SetupError(
-            f"packaged {INVENTORY_FILE} is not a {INVENTORY_SCHEMA} document; "
+            f"packaged {name} is not a {INVENTORY_SCHEMA} document; "
             "rebuild it with catalog/build_catalog.py"
         )
     return document

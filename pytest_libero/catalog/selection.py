@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_libero.catalog.entries import Catalog, Entry
+from pytest_libero.catalog.entries import OOD_KINDS, Catalog, Entry
 from pytest_libero.catalog.validation import refuse_unvalidated
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
 
-SCOPES = ("smoke", "development", "task_coverage", "all")
+SCOPES = ("smoke", "development", "task_coverage", "all", "ood")
 MODES = ("fast", "full")
 SMOKE_TASK_IDS = (0, 1)
 DEVELOPMENT_SUITE = "libero_10"
@@ -31,6 +31,8 @@ class SelectionRequest:
     mode: str = "fast"
     init_states: tuple[int, ...] | None = None
     """Full mode only: a subset of the released init states (None: all of them)."""
+    ood_kinds: tuple[str, ...] | None = None
+    """Scope ood only: the perturbation kinds to keep (None: every kind)."""
 
     @property
     def states(self) -> tuple[int, ...]:
@@ -54,6 +56,8 @@ class SelectionRequest:
         if self.mode == "full":
             data["init_states"] = list(self.states)
             data["partial_states"] = self.partial_states
+        if self.ood_kinds is not None:
+            data["ood_kinds"] = list(self.ood_kinds)
         return data
 
 
@@ -75,6 +79,17 @@ def parse_task_ids(text: str, option: str = "--libero-task-ids") -> tuple[int, .
                 "write indices like 0,1,4 or a range like 0-4"
             ) from None
     return tuple(sorted(ids))
+
+
+def parse_ood_kinds(text: str) -> tuple[str, ...]:
+    """Parse "object,position" into perturbation kinds, checked, in the catalog's order."""
+    asked = {part for part in text.replace(" ", "").split(",") if part}
+    unknown = sorted(asked - set(OOD_KINDS))
+    if not asked or unknown:
+        wrong = f"unknown kind(s) {', '.join(unknown)}" if unknown else "no kind given"
+        raise SetupError(f"--libero-ood-kind={text!r}: {wrong}; allowed: "
+                         f"{', '.join(OOD_KINDS)} (comma-separated)")
+    return tuple(k for k in OOD_KINDS if k in asked)
 
 
 def parse_init_states(text: str) -> tuple[int, ...]:
@@ -102,6 +117,10 @@ def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
             "--libero-init-states needs --libero-mode=full: fast mode starts every "
             "task from init state 0 (P3)"
         )
+    if request.ood_kinds is not None and request.scope != "ood":
+        raise SetupError(
+            "--libero-ood-kind narrows --libero-scope=ood; add --libero-scope=ood, or drop it"
+        )
     entries = _select_entries(catalog, request)
     if request.mode == "fast":
         return entries
@@ -115,11 +134,16 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
             f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"
         )
     if request.suite is not None and request.suite not in SUITES:
-        raise SetupError(
-            f"--libero-suite={request.suite!r} is not a LIBERO suite; "
-            f"allowed: {', '.join(SUITES)}"
-        )
+        catalog.refuse_not_ready(request.suite)
+        if request.suite not in catalog.ood_suites:
+            raise SetupError(
+                f"--libero-suite={request.suite!r} is not a LIBERO suite; allowed: "
+                f"{', '.join(SUITES)}, or a ready LIBERO-PRO suite such as libero_goal_task "
+                "(all of them: --libero-scope=ood; docs/robustness.md)"
+            )
 
+    if request.scope == "ood":
+        return _ood_with_twins(catalog, request)
     if request.scope == "all":
         _refuse_narrowing(request, "all")
         return list(catalog.entries)
@@ -150,6 +174,31 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     return _pick(catalog, request.suite, request.task_ids)
 
 
+def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
+    """Every ready OOD entry (of the asked kinds, or of one OOD suite) once, after each
+    one's native twin once: one run measures both sides of every pair."""
+    if request.suite is not None:
+        if request.suite not in catalog.ood_suites:
+            raise SetupError(
+                f"scope 'ood' narrows to a LIBERO-PRO suite, not {request.suite!r}; e.g. "
+                "--libero-suite=libero_goal_task, or use --libero-scope=task_coverage"
+            )
+        ood = (_pick(catalog, request.suite, request.task_ids) if request.task_ids is not None
+               else list(catalog.suite_entries(request.suite)))
+    elif request.task_ids is not None:
+        raise SetupError("scope 'ood' takes --libero-task-ids only with --libero-suite "
+                         "(one LIBERO-PRO suite)")
+    else:
+        ood = list(catalog.ood_entries)
+    kinds = request.ood_kinds or OOD_KINDS
+    ood = sorted((e for e in ood if e.kind in kinds), key=lambda e: kinds.index(str(e.kind)))
+    if not ood:
+        raise SetupError(f"scope 'ood': no ready LIBERO-PRO entry of kind {', '.join(kinds)}"
+                         + (f" in {request.suite}" if request.suite else ""))
+    twins = {catalog.twin_of(e) for e in ood}
+    return [e for e in catalog.entries if e in twins] + ood
+
+
 def _refuse_narrowing(request: SelectionRequest, scope: str) -> None:
     if request.suite is not None or request.task_ids is not None:
         raise SetupError(
@@ -160,13 +209,14 @@ def _refuse_narrowing(request: SelectionRequest, scope: str) -> None:
 
 def _pick(catalog: Catalog, suite: str, ids: Sequence[int]) -> list[Entry]:
     entries = catalog.suite_entries(suite)
+    have = [e.index for e in entries]
+    allowed = (f"0-{len(entries) - 1}" if have == list(range(len(entries)))
+               else ",".join(map(str, have)))
     if not ids:
-        raise SetupError(f"no task ids given for {suite}; allowed: 0-{len(entries) - 1}")
-    outside = [i for i in ids if not 0 <= i < len(entries)]
+        raise SetupError(f"no task ids given for {suite}; allowed: {allowed}")
+    outside = [i for i in ids if i not in have]
     if outside:
-        raise SetupError(
-            f"{suite} has task ids 0-{len(entries) - 1}; got {outside}"
-        )
+        raise SetupError(f"{suite} has task ids {allowed}; got {outside}")
     wanted = set(ids)
     return [e for e in entries if e.index in wanted]
 

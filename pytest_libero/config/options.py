@@ -16,6 +16,7 @@ import pytest
 from pytest_libero.catalog.selection import (
     SelectionRequest,
     parse_init_states,
+    parse_ood_kinds,
     parse_shard,
     parse_task_ids,
 )
@@ -45,13 +46,16 @@ OPTIONS = (
             "to a .toml file. Without it no episode runs."),
     _Option("scope", "selection scope: smoke (libero_10 tasks 0-1), development "
             "(libero_10, ids 0-4), task_coverage (--libero-suite + --libero-task-ids), all "
-            "(130 entries)", "smoke"),
+            "(130 entries), ood (every ready LIBERO-PRO entry plus its native twin)", "smoke"),
     _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
-            "libero_object, libero_goal, libero_90, libero_10"),
+            "libero_object, libero_goal, libero_90, libero_10, or a ready LIBERO-PRO suite "
+            "(e.g. libero_goal_task; with scope ood: that suite and its twins)"),
     _Option("task-ids", "task ids in native order, e.g. 0,1,4 or 0-9"),
     _Option("mode", "fast (each selected entry once, from init state 0) or full (each "
             "entry from every released init state, on the schedule published LIBERO "
             "results use; validated suites only, see docs/full-mode.md)", "fast"),
+    _Option("ood-kind", "scope ood: only these perturbation kinds, e.g. object,position "
+            "(object, position, semantic, environment)"),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
@@ -172,12 +176,14 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         return None
     task_ids = option_value(config, "task-ids")
     states = option_value(config, "init-states")
+    kinds = option_value(config, "ood-kind")
     selection = SelectionRequest(
         scope=option_value(config, "scope"),
         suite=option_value(config, "suite"),
         task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
         mode=option_value(config, "mode"),
         init_states=parse_init_states(states) if states is not None else None,
+        ood_kinds=parse_ood_kinds(kinds) if kinds is not None else None,
     )
     profile = load_profile(profile_name).with_overrides(
         options=parse_policy_options(option_value(config, "policy-option")),

@@ -16,7 +16,7 @@ from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.identity import protocol_identity
+from pytest_libero.protocol.identity import ood_identity, protocol_identity
 from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
 
 RENDER_MODES = ("consumed", "all")
@@ -84,6 +84,11 @@ class RunPlan:
     def identity(self) -> str:
         """The protocol identity of this run's mode (fast mode's is pinned, P12)."""
         return protocol_identity(self.mode)
+
+    @property
+    def ood_identity(self) -> str | None:
+        """The OOD cases' identity, when the selection holds any (native ones keep theirs)."""
+        return ood_identity(self.mode) if any(e.is_ood for e in self.selected) else None
 
     @property
     def partial(self) -> list[str]:

@@ -11,6 +11,8 @@ from importlib.resources.abc import Traversable
 
 CATALOG_FILE = "libero_catalog.json"
 INVENTORY_FILE = "libero_inventory.json"
+OOD_CATALOG_FILE = "libero_ood_catalog.json"
+OOD_INVENTORY_FILE = "libero_ood_inventory.json"
 VALIDATION_FILE = "full_mode_validation.json"
 
 

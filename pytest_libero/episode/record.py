@@ -34,6 +34,18 @@ class EntryRecord(TypedDict):
     init_states_file: str
     init_state: NotRequired[int]
     """Full mode: the released init state this case started from."""
+    family: NotRequired[str]
+    """``libero`` or ``libero_pro`` (an OOD entry); absent in older records: native."""
+    language_source: NotRequired[str]
+    """``task_name``, ``bddl`` or ``twin``: where ``language`` came from."""
+    kind: NotRequired[str]
+    """OOD only: object, position, semantic or environment."""
+    level: NotRequired[int]
+    """OOD only: the perturbation's level (1; 1-5 on a position sweep)."""
+    twin: NotRequired[str]
+    """OOD only: the case id of the native case this one perturbs."""
+    identity: NotRequired[str]
+    """OOD only: the OOD protocol identity (``libero-ood-v1:...``)."""
 
 
 class BudgetRecord(TypedDict):

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from functools import cache
 
-from pytest_libero.data import CATALOG_FILE, INVENTORY_FILE, data_path
+from pytest_libero.data import (
+    CATALOG_FILE,
+    INVENTORY_FILE,
+    OOD_CATALOG_FILE,
+    OOD_INVENTORY_FILE,
+    data_path,
+)
 from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
 from pytest_libero.protocol.parameters import full_schedule_parameters, protocol_parameters
 
@@ -38,3 +44,22 @@ def protocol_identity(mode: str = "fast") -> str:
         raise ValueError(f"no protocol identity for mode {mode!r}")
     payload["full_mode"] = full_schedule_parameters()
     return "libero-protocol-full-v1:" + sha256_bytes(canonical_json(payload))[:32]
+
+
+@cache
+def ood_identity(mode: str = "fast") -> str:
+    """The identity of an OOD (LIBERO-PRO) case: its mode's protocol payload plus the OOD
+    catalog and inventory, so native identities never move because OOD entries exist,
+    and a changed OOD file never passes for the same evaluation."""
+    payload: dict[str, object] = {
+        **data_digests(),
+        "parameters": protocol_parameters(),
+        "ood_catalog_sha256": sha256_bytes(data_path(OOD_CATALOG_FILE).read_bytes()),
+        "ood_inventory_sha256": sha256_bytes(data_path(OOD_INVENTORY_FILE).read_bytes()),
+    }
+    if mode == "fast":
+        return "libero-ood-v1:" + sha256_bytes(canonical_json(payload))[:32]
+    if mode != "full":
+        raise ValueError(f"no OOD identity for mode {mode!r}")
+    payload["full_mode"] = full_schedule_parameters()
+    return "libero-ood-full-v1:" + sha256_bytes(canonical_json(payload))[:32]

