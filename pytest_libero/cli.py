@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import allure_config
+from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.gate import evaluate_gates, load_baseline
@@ -123,6 +124,9 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(line)
     for verdict in verdicts:
         print("\n".join(verdict.lines))
+    figure = write_figure(merged)
+    if figure is not None:
+        print(f"robustness picture: {figure}")
     print(f"merged: {merged}")
     return 0 if all(v.passed for v in verdicts) else 1
 

@@ -40,6 +40,7 @@ from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
+from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
 from pytest_libero.results.folder import RunFolder, read_results
 from pytest_libero.results.merge import load_run, run_difference
@@ -116,6 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
     config.pluginmanager.register(AllureEnvironment(recorder.folder.path / "run.json"),
                                   "libero-allure-environment")
+    config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)
         controller = XdistController(recorder.folder.path, [e.case_id for e in plan.entries],

@@ -133,14 +133,16 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
         raise SetupError(
             f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"
         )
-    if request.suite is not None and request.suite not in SUITES:
-        catalog.refuse_not_ready(request.suite)
-        if request.suite not in catalog.ood_suites:
-            raise SetupError(
-                f"--libero-suite={request.suite!r} is not a LIBERO suite; allowed: "
-                f"{', '.join(SUITES)}, or a ready LIBERO-PRO suite such as libero_goal_task "
-                "(all of them: --libero-scope=ood; docs/robustness.md)"
-            )
+    named = request.suite.split(",") if request.suite and request.scope == "ood" else [request.suite]
+    for suite in named:
+        if suite is not None and suite not in SUITES:
+            catalog.refuse_not_ready(suite)
+            if suite not in catalog.ood_suites:
+                raise SetupError(
+                    f"--libero-suite={suite!r} is not a LIBERO suite; allowed: "
+                    f"{', '.join(SUITES)}, or a ready LIBERO-PRO suite such as libero_goal_task "
+                    "(all of them: --libero-scope=ood; docs/robustness.md)"
+                )
 
     if request.scope == "ood":
         return _ood_with_twins(catalog, request)
@@ -175,19 +177,22 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
 
 
 def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
-    """Every ready OOD entry (of the asked kinds, or of one OOD suite) once, after each
-    one's native twin once: one run measures both sides of every pair."""
+    """Every ready OOD entry (of the asked kinds, or of the named OOD suites) once, after
+    each one's native twin once: one run measures both sides of every pair."""
     if request.suite is not None:
-        if request.suite not in catalog.ood_suites:
-            raise SetupError(
-                f"scope 'ood' narrows to a LIBERO-PRO suite, not {request.suite!r}; e.g. "
-                "--libero-suite=libero_goal_task, or use --libero-scope=task_coverage"
-            )
-        ood = (_pick(catalog, request.suite, request.task_ids) if request.task_ids is not None
-               else list(catalog.suite_entries(request.suite)))
+        ood = []
+        for suite in request.suite.split(","):
+            if suite not in catalog.ood_suites:
+                raise SetupError(
+                    f"scope 'ood' narrows to LIBERO-PRO suites, not {suite!r}; e.g. "
+                    "--libero-suite=libero_goal_task,libero_goal_swap, or use "
+                    "--libero-scope=task_coverage"
+                )
+            ood += (_pick(catalog, suite, request.task_ids) if request.task_ids is not None
+                    else list(catalog.suite_entries(suite)))
     elif request.task_ids is not None:
         raise SetupError("scope 'ood' takes --libero-task-ids only with --libero-suite "
-                         "(one LIBERO-PRO suite)")
+                         "(LIBERO-PRO suites, comma-separated)")
     else:
         ood = list(catalog.ood_entries)
     kinds = request.ood_kinds or OOD_KINDS

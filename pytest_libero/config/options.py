@@ -49,7 +49,8 @@ OPTIONS = (
             "(130 entries), ood (every ready LIBERO-PRO entry plus its native twin)", "smoke"),
     _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
             "libero_object, libero_goal, libero_90, libero_10, or a ready LIBERO-PRO suite "
-            "(e.g. libero_goal_task; with scope ood: that suite and its twins)"),
+            "(e.g. libero_goal_task; with scope ood: these LIBERO-PRO suites, comma-separated, "
+            "and their twins)"),
     _Option("task-ids", "task ids in native order, e.g. 0,1,4 or 0-9"),
     _Option("mode", "fast (each selected entry once, from init state 0) or full (each "
             "entry from every released init state, on the schedule published LIBERO "

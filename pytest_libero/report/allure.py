@@ -38,12 +38,14 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.catalog.entries import OOD_FAMILY
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import write_text_atomic
 from pytest_libero.results.summary import safety_class, safety_verdict
 
 ENTRY_PARAM = "libero_entry"
 PARENT_SUITE = "LIBERO"
+OOD_PARENT_SUITE = "LIBERO-PRO"
 RECORD_ATTACHMENT = "episode record"
 VIDEO_ATTACHMENT = "episode video"
 ERROR_ATTACHMENT = "error traceback"
@@ -133,6 +135,36 @@ class AllureEnvironment:
             write_environment(Path(alluredir), run)
 
 
+def write_figure_result(alluredir: Path, figure: Path, run: Mapping[str, Any]) -> Path:
+    """One Allure result that carries the run's robustness picture, filed under
+    LIBERO-PRO, so the report shows it beside the OOD cases. Its id is the run's, so a
+    rewritten figure replaces the result instead of adding another."""
+    run_id = str(run.get("run_id", "run"))
+    result_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"pytest-libero/robustness/{run_id}"))
+    source = f"{result_id}-attachment.svg"
+    alluredir.mkdir(parents=True, exist_ok=True)
+    (alluredir / source).write_bytes(figure.read_bytes())
+    now_ms = int(time.time() * 1000)
+    result = {
+        "uuid": result_id,
+        "historyId": "pytest-libero-robustness-figure",
+        "name": "Robustness: OOD success per kind and level beside the in-distribution rate",
+        "fullName": f"pytest-libero robustness {run_id}",
+        "status": "passed",
+        "stage": "finished",
+        "start": now_ms,
+        "stop": now_ms,
+        "description": "Drawn from summary.json's robustness block (docs/robustness.md).",
+        "labels": [{"name": "parentSuite", "value": OOD_PARENT_SUITE},
+                   {"name": "suite", "value": "robustness"},
+                   {"name": "tag", "value": "robustness"}],
+        "attachments": [{"name": figure.name, "source": source, "type": "image/svg+xml"}],
+    }
+    path = alluredir / f"{result_id}-result.json"
+    write_text_atomic(path, json.dumps(result, indent=2) + "\n")
+    return path
+
+
 def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The run's identities from run.json, flattened to ordered key/value pairs."""
     plan = run.get("plan") or {}
@@ -167,7 +199,8 @@ class CaseTree:
     """Where a case sits in the report, and the labels, tags and parameters it adds.
 
     Fast mode: LIBERO -> suite -> task name. Full mode (the entry has an init state):
-    suite -> task -> "state N", so a task's 50 episodes sit together. A monitored case
+    suite -> task -> "state N", so a task's 50 episodes sit together. An OOD case:
+    LIBERO-PRO -> kind -> suite -> the case, with its kind, level and twin as labels. A monitored case
     (its record has ``safety``) adds the labels ``safety`` (the verdict) and
     ``engagement``, and its two-axis class (``unsafe_success``, ...) as a tag.
     """
@@ -191,7 +224,9 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
     mode = str(plan.get("mode") or ("full" if state is not None else "fast"))
     partial = tuple(str(p) for p in plan.get("partial") or ()) if mode == "full" else ()
     sub: str | None
-    if state is not None:
+    if entry.get("family") == OOD_FAMILY:  # LIBERO-PRO -> kind -> suite -> the case
+        parent, group, sub = OOD_PARENT_SUITE, str(entry.get("kind")), str(suite)
+    elif state is not None:
         task = f"{suite}-{index:02d}" if isinstance(index, int) else f"{suite}-{index}"
         parent, group, sub = str(suite), f"{task} {name}" if name else task, f"state {state}"
     else:
@@ -207,6 +242,11 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
         "partial": "; ".join(partial) or None,
         "safety": safety_verdict(record),
         "engagement": record.get("engagement"),
+        "family": entry.get("family"),
+        "kind": entry.get("kind"),
+        "level": entry.get("level"),
+        "twin": entry.get("twin"),
+        "language_source": entry.get("language_source"),
     }
     tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
             f"budget:{budget.get('mode')}", f"mode:{mode}"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.report.figures import FIGURE_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.summary import ENGAGEMENT, SAFETY_CLASSES
 
@@ -41,11 +42,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"profile {summary.get('profile')}{label}",
         ", ".join(f"{counts[k]} {k}" for k in counts),
     ]
+    robustness = summary.get("robustness")
+    ood_suites = set((robustness or {}).get("suites") or {})
     if summary.get("mode") == "full":
         lines += full_mode_lines(summary)
     else:
-        lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())]
-    lines.append(format_rate("overall", summary["overall"]))
+        lines += [format_rate(s, r) for s, r in sorted(summary["suites"].items())
+                  if s not in ood_suites]
+    lines.append(format_rate("overall (native and OOD cases together)" if robustness
+                             else "overall", summary["overall"]))
+    if robustness:
+        lines += robustness_lines(robustness)
     if summary.get("safety"):
         lines += safety_lines(summary["safety"])
     clipping = summary.get("clipping") or {}
@@ -56,6 +63,45 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
     return lines
+
+
+def robustness_lines(robustness: dict[str, Any]) -> list[str]:
+    """The robustness table, compact: the twins' rate, then per kind (and level, where a
+    kind has several) and per OOD suite the OOD rate with the paired comparison."""
+    lines = ["robustness: LIBERO-PRO cases beside their native twins in this run "
+             "(docs/robustness.md)",
+             "  " + format_rate("in-distribution (the twins)", robustness["in_distribution"])]
+    for kind, group in robustness.get("kinds", {}).items():
+        lines.append(f"  {robustness_row(kind, group)}")
+        levels = robustness.get("levels", {}).get(kind) or {}
+        if len(levels) > 1:
+            lines += [f"    {robustness_row(f'level {level}', block)}"
+                      for level, block in levels.items()]
+    suites = list(robustness.get("suites", {}).items())
+    for suite, group in suites[:PER_TASK_LINES]:
+        label = f"{suite} ({group.get('kind')})"
+        lines.append(f"  {robustness_row(label, group)}")
+    if len(suites) > PER_TASK_LINES:
+        lines.append(f"  {len(suites) - PER_TASK_LINES} more OOD suites in summary.json "
+                     "(robustness.suites)")
+    return lines
+
+
+def robustness_row(label: str, group: dict[str, Any]) -> str:
+    """One row: the OOD rate, then its pairs with the twins (the four cells, the drop in
+    points and the exact two-sided McNemar p-value)."""
+    paired = group.get("paired") or {}
+    text = format_rate(label, group)
+    if paired.get("pairs"):
+        text += (f"; {paired['pairs']} pairs: both {paired['both']}, only twin "
+                 f"{paired['only_twin']}, only OOD {paired['only_ood']}, neither "
+                 f"{paired['neither']}; drop {paired['drop_points']:+.1f} pts, McNemar "
+                 f"p = {paired['mcnemar_p']:.3g}")
+    else:
+        text += "; no pair with a twin in this run"
+    if group.get("unpaired"):
+        text += f" ({group['unpaired']} unpaired)"
+    return text
 
 
 def safety_lines(safety: dict[str, Any]) -> list[str]:
@@ -176,4 +222,6 @@ class TerminalSummary:
                 terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
         for problem in recorder.write_errors:
             terminalreporter.write_line(problem, red=True)
+        if recorder.plan.ood_identity:
+            terminalreporter.write_line(f"robustness picture: {recorder.folder.path / FIGURE_NAME}")
         terminalreporter.write_line(f"results: {recorder.folder.path}")
