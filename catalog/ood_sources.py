@@ -8,11 +8,13 @@ every other registered suite is left out.
 
 Two facts shape the entries:
 - LIBERO's ``Task.language`` comes from the file name, so for a perturbed suite it is
-  the base task's instruction. A suite that changes the instruction (a paraphrase, another
-  goal) has it only in its BDDL's ``(:language ...)``: that is what such a case delivers.
-- The other kinds keep the base BDDL's ``(:language ...)`` word for word, and that text
-  is not what published loops send for the base task (they send ``Task.language``).
-  Such a case delivers its twin's instruction, so the pair differs in the scene only.
+  the base task's instruction. A semantic suite (a paraphrase, another goal) has its
+  instruction only in its BDDL's ``(:language ...)``: that is what such a case delivers.
+- The other kinds do not perturb the instruction. Their BDDLs repeat the base BDDL's
+  ``(:language ...)`` (object, position) or a rewording of it (some distractor suites),
+  and neither is what published loops send for the base task (they send
+  ``Task.language``). Such a case delivers its twin's instruction, so the pair differs
+  in the scene only; the BDDL's text is kept beside it (``bddl_language``).
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def collect_ood(native: Sequence[Mapping[str, Any]],
             facts = file_facts(bddl, init, load_initial_states, states_sha256)
             language = bddl_language(bddl) or ""
             twin_row = base[twin]
-            same = language == base_languages[info["base"]][twin]
+            same = info["kind"] != "semantic"  # the instruction is not what it perturbs
             index = position if registered else int(twin_row["index"])
             entry = {
                 "suite": suite,

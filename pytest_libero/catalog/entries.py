@@ -46,8 +46,8 @@ class Entry:
     """OOD only: the native (suite, index) this entry perturbs."""
     language_source: str = "task_name"
     """Where ``language`` comes from: ``task_name`` (native, as published loops send it),
-    ``bddl`` (the OOD BDDL changes the instruction) or ``twin`` (it keeps the base BDDL's,
-    so the twin's instruction is sent and the pair differs in the scene only)."""
+    ``bddl`` (a semantic OOD entry: its BDDL's instruction is the perturbation) or
+    ``twin`` (another kind: the twin's instruction, so the pair differs in the scene only)."""
 
     @property
     def is_ood(self) -> bool:
