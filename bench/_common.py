@@ -168,8 +168,8 @@ def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
 def entry(suite: str, index: int) -> Any:
     from pytest_libero.catalog.entries import load_catalog
 
-    for candidate in load_catalog().entries:
-        if candidate.suite == suite and candidate.index == index:
+    for candidate in load_catalog().suite_entries(suite):  # native or OOD (LIBERO-PRO)
+        if candidate.index == index:
             return candidate
     raise SystemExit(f"no catalog entry {suite} {index}")
 
