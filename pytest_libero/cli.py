@@ -111,7 +111,8 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())
-        baseline = (load_baseline(args.baseline, summary["protocol_identity"])
+        baseline = (load_baseline(args.baseline, summary["protocol_identity"],
+                                  summary.get("ood_identity"))
                     if args.baseline is not None else None)
         verdicts = evaluate_gates(
             summary, {r["case"]: r for r in read_results(merged)}, min_success=args.min_success,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,14 @@ def test_collect_only_of_scope_ood_lists_each_case_once(pytester: pytest.Pyteste
     assert collected == expected
     assert len(collected) == len(set(collected)) == len(catalog.ood_entries) + len(
         {e.twin for e in catalog.ood_entries})
+
+
+def test_a_baseline_with_another_ood_catalog_is_refused(tmp_path: Path) -> None:
+    from pytest_libero.results.gate import load_baseline
+
+    (tmp_path / "run.json").write_text(json.dumps({
+        "protocol_identity": protocol_identity("fast"), "ood_identity": "libero-ood-v1:" + "0" * 32}))
+    (tmp_path / "results.jsonl").write_text("")
+    with pytest.raises(SetupError, match="libero-ood-v1:0000"):
+        load_baseline(tmp_path, protocol_identity("fast"), ood_identity("fast"))
+    assert load_baseline(tmp_path, protocol_identity("fast"), None) == {}  # no OOD case here

@@ -133,15 +133,18 @@ def evaluate_gates(
     return verdicts
 
 
-def load_baseline(run_dir: Path, expected: str) -> dict[str, CaseRecord]:
-    """Records of an earlier run, refused unless it ran the same protocol (and mode)."""
+def load_baseline(run_dir: Path, expected: str, expected_ood: str | None = None) -> dict[str, CaseRecord]:
+    """Records of an earlier run, refused unless it ran the same protocol (and mode) and,
+    where both runs hold OOD cases, the same OOD catalog (``ood_identity``)."""
     run_json = run_dir / "run.json"
     if not run_json.is_file():
         raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
-    identity = json.loads(run_json.read_text())["protocol_identity"]
-    if identity != expected:
-        raise SetupError(
-            f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
-            f"{expected}; results of different protocols cannot be compared"
-        )
+    run = json.loads(run_json.read_text())
+    for identity, mine in ((run["protocol_identity"], expected),
+                           (run.get("ood_identity"), expected_ood)):
+        if identity is not None and mine is not None and identity != mine:
+            raise SetupError(
+                f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
+                f"{mine}; results of different protocols cannot be compared"
+            )
     return {r["case"]: r for r in read_results(run_dir)}

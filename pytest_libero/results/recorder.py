@@ -48,7 +48,7 @@ class Recorder:
         self.plan = plan
         self.folder = folder
         self.gates = gates
-        self.baseline = (load_baseline(gates.baseline, plan.identity)
+        self.baseline = (load_baseline(gates.baseline, plan.identity, plan.ood_identity)
                          if gates.baseline is not None else None)
         """The baseline run's records, read (and checked) before any case runs."""
         self.records: dict[str, CaseRecord] = {}
