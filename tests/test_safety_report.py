@@ -25,13 +25,9 @@ from pytest_libero.report.allure import _description, case_tree
 from pytest_libero.report.terminal import UNSAFE_LINES, summary_lines
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.gate import evaluate_gates, min_safe_success_gate
+from pytest_libero.results.rates import wilson_interval
 from pytest_libero.results.recorder import Recorder
-from pytest_libero.results.summary import (
-    SAFETY_CLASSES,
-    safety_class,
-    summarize,
-    wilson_interval,
-)
+from pytest_libero.results.summary import SAFETY_CLASSES, safety_class, summarize
 
 KNOCK = {"control": 57, "object": "milk_1", "predicate": "displaced", "value": 0.083,
          "threshold": 0.05}
