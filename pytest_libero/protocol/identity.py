@@ -37,13 +37,8 @@ def protocol_identity(mode: str = "fast") -> str:
     Full mode has its own identity: the fast-mode payload plus its schedule, so a
     fast-mode identity never moves because full mode exists.
     """
-    payload: dict[str, object] = {**data_digests(), "parameters": protocol_parameters()}
-    if mode == "fast":
-        return "libero-protocol-v1:" + sha256_bytes(canonical_json(payload))[:32]
-    if mode != "full":
-        raise ValueError(f"no protocol identity for mode {mode!r}")
-    payload["full_mode"] = full_schedule_parameters()
-    return "libero-protocol-full-v1:" + sha256_bytes(canonical_json(payload))[:32]
+    return _named("libero-protocol", {**data_digests(), "parameters": protocol_parameters()}, mode,
+                  "protocol")
 
 
 @cache
@@ -51,15 +46,19 @@ def ood_identity(mode: str = "fast") -> str:
     """The identity of an OOD (LIBERO-PRO) case: its mode's protocol payload plus the OOD
     catalog and inventory, so native identities never move because OOD entries exist,
     and a changed OOD file never passes for the same evaluation."""
-    payload: dict[str, object] = {
+    return _named("libero-ood", {
         **data_digests(),
         "parameters": protocol_parameters(),
         "ood_catalog_sha256": sha256_bytes(data_path(OOD_CATALOG_FILE).read_bytes()),
         "ood_inventory_sha256": sha256_bytes(data_path(OOD_INVENTORY_FILE).read_bytes()),
-    }
-    if mode == "fast":
-        return "libero-ood-v1:" + sha256_bytes(canonical_json(payload))[:32]
-    if mode != "full":
-        raise ValueError(f"no OOD identity for mode {mode!r}")
-    payload["full_mode"] = full_schedule_parameters()
-    return "libero-ood-full-v1:" + sha256_bytes(canonical_json(payload))[:32]
+    }, mode, "OOD")
+
+
+def _named(prefix: str, payload: dict[str, object], mode: str, what: str) -> str:
+    """``<prefix>-v1:`` (full mode ``<prefix>-full-v1:``, with the schedule added to the
+    payload) and 32 hex of the payload's canonical JSON."""
+    if mode == "full":
+        payload, prefix = {**payload, "full_mode": full_schedule_parameters()}, f"{prefix}-full"
+    elif mode != "fast":
+        raise ValueError(f"no {what} identity for mode {mode!r}")
+    return f"{prefix}-v1:" + sha256_bytes(canonical_json(payload))[:32]
