@@ -207,6 +207,7 @@ def _assemble(
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
         "policy_metadata": dict(policy_metadata),
+        "state_fed": plan.profile.state_fed,
         "outcome": result.outcome,
         "termination": result.termination,
         "truncation": result.truncation,
