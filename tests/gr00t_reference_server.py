@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -47,6 +48,24 @@ class Hang:
 
 DIE = object()
 Hook = Callable[[str, Any, int], Any]
+
+
+def on(name: str, answer: Any, count: int | None = None) -> Hook:
+    """A hook that gives ``answer`` to the endpoint ``name`` (only its ``count``-th
+    request when given) and behaves normally otherwise."""
+    def hook(endpoint: str, data: Any, n: int) -> Any:
+        return answer if endpoint == name and count in (None, n) else None
+    return hook
+
+
+class Canary:
+    """Unpickling this creates ``path``: proof, by its absence, that nothing was."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (open, (str(self.path), "w"))
 
 
 def encode(obj: Any) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gr00t_reference_server import ACTION_KEYS, Gr00tReferenceServer, Raw
+from gr00t_reference_server import ACTION_KEYS, Canary, Gr00tReferenceServer, Raw, on
 from libero_native import native_first_observation
 
 from pytest_libero.evidence.reader import read_actions, read_observations
@@ -77,7 +77,7 @@ def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
         case_dir = Path(record["evidence_dir"])
         observations = list(read_observations(case_dir))
         lines = [json.loads(x) for x in (case_dir / "observations.jsonl").read_text().splitlines()]
-        for request, (call, images, proprio), line in zip(requests, observations, lines, strict=True):
+        for request, (_, images, proprio), line in zip(requests, observations, lines, strict=True):
             assert set(request) == {*IMAGES, LANGUAGE, *STATE}
             assert proprio is None
             for key, camera in IMAGES.items():
@@ -108,19 +108,10 @@ def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
     assert json.loads((run / "summary.json").read_text())["state_fed"] == "constant"
 
 
-class Canary:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
-        return (open, (str(self.path), "w"))
-
-
 def test_a_pickle_reply_errors_the_case_with_that_cause(pytester: pytest.Pytester) -> None:
     canary = pytester.path / "canary"
     payload = pickle.dumps(Canary(canary))
-    hook = (lambda endpoint, data, count: Raw(payload) if endpoint == "get_action" else None)
-    with Gr00tReferenceServer(hook) as server:
+    with Gr00tReferenceServer(on("get_action", Raw(payload))) as server:
         result = pytester.runpytest("--libero-profile=gr00t", f"--libero-endpoint={server.uri}",
                                     "--libero-scope=task_coverage", "--libero-suite=libero_10",
                                     "--libero-task-ids=0", *SMALL)

@@ -15,7 +15,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gr00t_reference_server import DIE, Gr00tReferenceServer, Hang, Raw, server_pack
+from gr00t_reference_server import (
+    DIE,
+    Canary,
+    Gr00tReferenceServer,
+    Hang,
+    Raw,
+    on,
+    scripted_actions,
+    server_pack,
+)
 from ports import free_port
 
 from pytest_libero.config.profiles import load_profile, parse_profile
@@ -26,16 +35,6 @@ from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import EpisodeError, SetupError
 
 pytest_plugins = ["pytester"]
-
-
-class Canary:
-    """Unpickling this creates ``path``: proof, by its absence, that nothing was."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
-        return (open, (str(self.path), "w"))
 
 
 def observation(language: str = "put the bowl on the plate") -> Observation:
@@ -106,8 +105,7 @@ def test_pickle_replies_error_with_that_cause_and_nothing_is_unpickled(
     canary = tmp_path / "canary"
     payload = make(canary)
     assert looks_pickled(payload) == kind
-    hook = (lambda endpoint, data, count: Raw(payload) if endpoint == "get_action" else None)
-    with Gr00tReferenceServer(hook) as server:
+    with Gr00tReferenceServer(on("get_action", Raw(payload))) as server:
         policy = policy_for(server)
         policy.reset()
         with pytest.raises(EpisodeError) as caught:
@@ -124,21 +122,18 @@ def test_an_empty_msgpack_map_is_not_mistaken_for_pickle() -> None:
     assert unpack(server_pack({}), "test") == {}
 
 
-@pytest.mark.parametrize(("name", "hook", "cause", "words"), [
-    ("error", lambda e, d, c: {"error": "CUDA out of memory"} if e == "get_action" else None,
-     "server_error", "CUDA out of memory"),
-    ("hang", lambda e, d, c: Hang(3.0) if e == "get_action" else None, "timeout", "within 1s"),
-    ("wrong shape", lambda e, d, c: [{**_actions(), "action.y": np.zeros((1, 16, 2), np.float32)}, {}]
-     if e == "get_action" else None, "invalid_action", "'action.y' has shape (1, 16, 2)"),
-    ("missing key", lambda e, d, c: [{"action.x": np.zeros((1, 16, 1), np.float32)}, {}]
-     if e == "get_action" else None, "invalid_action", "no 'action.y'"),
-    ("not a pair", lambda e, d, c: {"actions": [0.0]} if e == "get_action" else None,
-     "protocol_violation", "not [action_dict, info]"),
-    ("dies", lambda e, d, c: DIE if e == "get_action" else None, "connection_lost",
-     "closed the connection"),
+@pytest.mark.parametrize(("name", "answer", "cause", "words"), [
+    ("error", {"error": "CUDA out of memory"}, "server_error", "CUDA out of memory"),
+    ("hang", Hang(3.0), "timeout", "within 1s"),
+    ("wrong shape", [{**scripted_actions(1), "action.y": np.zeros((1, 16, 2), np.float32)}, {}],
+     "invalid_action", "'action.y' has shape (1, 16, 2)"),
+    ("missing key", [{"action.x": np.zeros((1, 16, 1), np.float32)}, {}],
+     "invalid_action", "no 'action.y'"),
+    ("not a pair", {"actions": [0.0]}, "protocol_violation", "not [action_dict, info]"),
+    ("dies", DIE, "connection_lost", "closed the connection"),
 ])
-def test_each_failure_has_its_own_cause(name: str, hook: Any, cause: str, words: str) -> None:
-    with Gr00tReferenceServer(hook) as server:
+def test_each_failure_has_its_own_cause(name: str, answer: Any, cause: str, words: str) -> None:
+    with Gr00tReferenceServer(on("get_action", answer)) as server:
         policy = policy_for(server, call_timeout=1.0)
         policy.reset()
         started = time.monotonic()
@@ -151,15 +146,8 @@ def test_each_failure_has_its_own_cause(name: str, hook: Any, cause: str, words:
     assert elapsed < 2.5  # a dead server is told apart from a slow one, without waiting
 
 
-def _actions() -> dict[str, np.ndarray]:
-    from gr00t_reference_server import scripted_actions
-    return scripted_actions(1)
-
-
 def test_a_timed_out_socket_is_discarded_and_a_late_reply_never_answers_a_later_call() -> None:
-    hook = (lambda endpoint, data, count:
-            Hang(1.5) if endpoint == "get_action" and count == 1 else None)
-    with Gr00tReferenceServer(hook) as server:
+    with Gr00tReferenceServer(on("get_action", Hang(1.5), count=1)) as server:
         policy = policy_for(server, call_timeout=0.5)
         policy.reset()
         with pytest.raises(EpisodeError, match="did not reply"):
@@ -180,7 +168,7 @@ def test_api_token_is_sent_when_the_server_wants_one() -> None:
         with Gr00tClient(server.uri, connect_timeout=2, call_timeout=2) as without:
             with pytest.raises(EpisodeError, match="Unauthorized"):
                 without.wait_ready(3)
-    assert all(r.get("api_token") == "s3cret" for r in server.requests[:1])
+    assert [r.get("api_token") for r in server.requests] == ["s3cret", None]
 
 
 def gr00t_profile(endpoint: str, wait_s: float = 1.0) -> Any:
@@ -203,7 +191,7 @@ def test_preflight_names_the_endpoint_when_no_server_is_there() -> None:
 
 def test_a_server_of_the_pickle_generation_is_refused_at_preflight(tmp_path: Path) -> None:
     canary = tmp_path / "canary"
-    with Gr00tReferenceServer(lambda e, d, c: Raw(pickle_bytes(canary))) as server:
+    with Gr00tReferenceServer(lambda endpoint, data, count: Raw(pickle_bytes(canary))) as server:
         with pytest.raises(SetupError, match="not as a GR00T policy server.*older pickle generation"):
             preflight(gr00t_profile(server.uri, 3.0))
         assert server_gone(gr00t_profile(server.uri, 3.0)) is None  # it answers: not gone
