@@ -289,6 +289,18 @@ def test_fast_mode_summary_says_what_state_was_fed_and_shows_no_figures() -> Non
     assert "published" not in json.dumps(summary)
 
 
+def test_what_a_served_policy_says_it_fed_wins_over_the_profile() -> None:
+    from pytest_libero.episode.case import state_fed
+
+    assert state_fed("proprio", {"pytest_libero/state_fed": "constant"}) == "constant"
+    assert state_fed("proprio", {"pytest_libero/state_fed": "eef"}) == "proprio"  # not a value
+    assert state_fed("none", {}) == "none"
+    records = {c: {**r, "state_fed": "constant"} for c, r in FAST_RECORDS.items()}
+    assert summarize(FAST_CASES, records, state_fed="proprio")["state_fed"] == "constant"
+    records["libero_10-00"]["state_fed"] = "proprio"
+    assert summarize(FAST_CASES, records, state_fed="proprio")["state_fed"] == "mixed"
+
+
 def test_fast_mode_summary_has_no_published_figures() -> None:
     assert "published" not in json.dumps(summarize(FAST_CASES, FAST_RECORDS))
 

@@ -50,6 +50,7 @@ _REPLY_KEYS = {"actions", "gripper"}
 STATE_FED = ("proprio", "constant", "none")
 """What a run's profile fed a model as its state: the simulator's proprio vector (the
 rgb+proprio track), declared constants, or nothing."""
+
 _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}

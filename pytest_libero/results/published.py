@@ -105,6 +105,7 @@ STATE_WORDS = {
     "proprio": "7 joint and 2 gripper encoders",
     "constant": "the profile's declared constants",
     "none": "no state",
+    "mixed": "different states in different cases",
 }
 
 

@@ -103,6 +103,9 @@ def summarize(
         "clipping": clipping_totals(done),
     }
     if state_fed is not None:
+        # The records may know better (a served policy that said what it fed instead).
+        fed = {r["state_fed"] for r in done if r.get("state_fed")}
+        state_fed = fed.pop() if len(fed) == 1 else ("mixed" if fed else state_fed)
         summary["state_fed"] = state_fed
     if mode == "full":
         summary.update(full_mode_summary(selected, records, partial=partial, selection=selection,
