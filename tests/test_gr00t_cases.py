@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gr00t_reference_server import ACTION_KEYS, Canary, Gr00tReferenceServer, Raw, on
+from gr00t_reference_server import ACTION_KEYS, DIE, Canary, Gr00tReferenceServer, Raw, on
 from libero_native import native_first_observation
+from ports import free_port
 
 from pytest_libero.evidence.reader import read_actions, read_observations
 
@@ -123,3 +124,30 @@ def test_a_pickle_reply_errors_the_case_with_that_cause(pytester: pytest.Pyteste
     assert f"{server.uri} (get_action)" in record["error"]["message"]
     result.stdout.fnmatch_lines(["*older pickle generation*"])
     assert not canary.exists()
+
+
+def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(pytester: pytest.Pytester) -> None:
+    port = free_port()
+    args = ["--libero-profile=gr00t", f"--libero-endpoint=tcp://127.0.0.1:{port}",
+            "--libero-server-wait=2", "--libero-scope=development", "--libero-task-ids=0-2", *SMALL]
+    with Gr00tReferenceServer(on("reset", DIE, count=2), port=port):  # dies at episode 2
+        result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    run = run_dir(pytester)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"selected": 3, "completed": 1, "success": 0, "failure": 1,
+                                 "errored": 1, "unattempted": 1}
+    [errored] = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()
+                 if json.loads(x)["outcome"] == "errored"]
+    assert errored["error"]["cause"] == "connection_lost"
+    assert f"tcp://127.0.0.1:{port} (reset) closed the connection" in errored["error"]["message"]
+    assert f"--libero-resume={run}" in summary["stopped"]
+    result.stdout.fnmatch_lines([f"*run stopped: the policy server at tcp://127.0.0.1:{port} "
+                                 "stopped answering*"])
+
+    with Gr00tReferenceServer(port=port) as server:
+        finish = pytester.runpytest(*args, f"--libero-resume={run}")
+    assert finish.ret == pytest.ExitCode.TESTS_FAILED  # native failures
+    assert server.endpoints().count("reset") == 1  # only the unattempted case ran
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"]["unattempted"] == 0 and summary["stopped"] is None
