@@ -228,6 +228,13 @@ def test_the_gr00t_profile_declares_its_layout_and_constants() -> None:
         pytest.approx(0.7)]
     with pytest.raises(SetupError, match=r"state\.gripper.*give 2 comma-separated"):
         profile.with_overrides(options={"state.gripper": 0.1})
+    with pytest.raises(SetupError, match=r"'state\.xx' names no state constant; allowed: state"):
+        profile.with_overrides(options={"state.xx": 0.1})
+    # The mapping and the constants are the profile's bytes, hence its hash.
+    text = (Path(__file__).parents[1] / "pytest_libero/data/profiles/gr00t.toml").read_bytes()
+    other = parse_profile(text.replace(b'gripper = "gr00t_libero"', b'gripper = "none"'), "x.toml")
+    assert other.sha256 != profile.sha256 and other.gr00t is not None
+    assert other.gr00t.gripper == "none"
 
 
 def test_state_fed_of_the_shipped_profiles() -> None:

@@ -116,7 +116,7 @@ class Profile:
         changes: dict[str, Any] = {}
         if options:
             changes["options"] = {**self.options, **options}
-            if self.gr00t is not None and self.state_options:
+            if self.gr00t is not None:
                 changes["gr00t"] = replace(self.gr00t, state=_state_from_options(
                     self, self.gr00t.state, changes["options"]))
         if endpoint is not None:
@@ -296,7 +296,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         api_token_env=(check.string(policy, "api_token_env", "policy.")
                        if "api_token_env" in policy else None),
     )
-    if gr00t is not None and state_options:
+    if gr00t is not None:
         profile = replace(profile, gr00t=replace(
             gr00t, state=_state_from_options(profile, gr00t.state, profile.options)))
     return profile
@@ -350,7 +350,13 @@ def _constant(check: _Checker, where: str, spec: Mapping[str, Any]) -> np.ndarra
 
 def _state_from_options(profile: Profile, state: Mapping[str, np.ndarray],
                         options: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The state constants with the operator's option values in place of the defaults."""
+    """The state constants with the operator's option values in place of the defaults;
+    an option no state key names is refused (a typo must not pass as a zero)."""
+    unknown = sorted(set(options) - set(profile.state_options.values()))
+    if unknown:
+        allowed = ", ".join(sorted(profile.state_options.values())) or "none"
+        raise SetupError(f"profile {profile.name!r} ({profile.source}): policy option "
+                         f"{unknown[0]!r} names no state constant; allowed: {allowed}")
     resolved = dict(state)
     for key, option in profile.state_options.items():
         if option not in options:
