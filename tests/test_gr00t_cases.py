@@ -70,6 +70,10 @@ def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
     assert server.endpoints().count("get_modality_config") == len(records)
     assert [len(e) for e in episodes] == [r["counters"]["policy_calls"] for r in records] == [2, 2]
 
+    declared = json.loads((run / "run.json").read_text())["plan"]["profile"]["request_layout"]
+    assert set(declared["state"]) == set(STATE)
+    for key, values in STATE.items():  # the options' values, as float32 holds them
+        assert declared["state"][key]["values"] == np.float32(values).tolist()
     replies = iter(server.actions)
     eef = native_first_observation("libero_10", 0)["robot0_eef_pos"]
     for record, requests in zip(records, episodes, strict=True):
@@ -84,12 +88,15 @@ def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
             for key, camera in IMAGES.items():
                 sent = request[key]
                 assert sent.dtype == np.uint8 and sent.shape == (1, 1, 256, 256, 3)
+                kept = line["images"][camera]  # what the case folder recorded
+                assert [1, 1, *kept["shape"]] == list(sent.shape) and kept["dtype"] == "uint8"
                 assert np.array_equal(sent[0, 0], images[camera])
             assert request[LANGUAGE] == [line["language"]] == [record["entry"]["language"]]
-            for key, values in STATE.items():
+            for key, spec in declared["state"].items():
                 sent = request[key]
-                assert sent.dtype == np.float32 and sent.shape == (1, 1, len(values))
-                assert np.allclose(sent[0, 0], values, atol=0)
+                assert str(sent.dtype) == spec["dtype"] == "float32"
+                assert sent.shape == (1, 1, len(spec["values"]))
+                assert sent[0, 0].tolist() == spec["values"]  # exactly the recorded constant
                 # never the simulator's end-effector pose, in any component
                 assert not np.isclose(sent[0, 0][:, None], eef[None, :], atol=1e-4).any()
         for chunk in read_actions(case_dir):
