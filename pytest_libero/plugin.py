@@ -18,6 +18,7 @@ from pytest_libero.adapters import load_adapter
 from pytest_libero.config import options
 from pytest_libero.config.options import build_plan, gates, isolation, option_value, watchdog
 from pytest_libero.config.plan import RunPlan
+from pytest_libero.config.profiles import SERVED
 from pytest_libero.config.workers import (
     WORKER_CASES,
     WORKER_RUN_DIR,
@@ -175,7 +176,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _served(plan: RunPlan) -> bool:
     """Whether the policy sits behind a server the plugin must find."""
-    return plan.profile.transport == "websocket"
+    return plan.profile.transport in SERVED
 
 
 def _tell_waiting(plan: RunPlan) -> Callable[[Exception], None]:

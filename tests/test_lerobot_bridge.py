@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,63 @@ def test_an_end_effector_state_is_refused_naming_the_track_and_the_fix() -> None
     for part in ("'observation.state' is a state of shape [8]", "end-effector",
                  "--libero-track=rgb+proprio", "9 values", "retrain or convert"):
         assert part in message, message
+
+
+def test_the_refusal_names_the_state_mean_opt_in() -> None:
+    with pytest.raises(BridgeRefused) as refused:
+        bridge.plan_inputs({**LIBERO_IMAGES, "observation.state": Feature("STATE", (8,))}, ACTION)
+    assert "--option state=mean" in str(refused.value)
+    with pytest.raises(BridgeRefused) as nine:  # not an end-effector state: no opt-in offered
+        bridge.plan_inputs({**LIBERO_IMAGES, "observation.state": Feature("STATE", (6,))}, ACTION)
+    assert "state=mean" not in str(nine.value)
+
+
+def test_state_mean_feeds_an_end_effector_state_its_dataset_mean() -> None:
+    inputs = {**LIBERO_IMAGES, "observation.state": Feature("STATE", (8,))}
+    plan = bridge.plan_inputs(inputs, ACTION, state_mode="mean")
+    assert plan.state == "observation.state" and plan.state_source == "mean"
+    assert plan.describe()["inputs"]["observation.state"] == "mean"
+    mean = np.arange(8, dtype=np.float32) / 10
+    for seen in (observation(proprio=True), observation(proprio=False)):  # either track
+        batch = bridge.request_arrays(seen, plan, mean)
+        assert batch["observation.state"].dtype == np.float32
+        assert batch["observation.state"].tolist() == [mean.tolist()]  # never the proprio
+        line = bridge.describe_request(seen, plan, batch, {})
+        assert line["state"]["source"] == "mean" and line["state"]["values"] == mean.tolist()
+    with pytest.raises(BridgeRefused, match="8-value dataset mean"):
+        bridge.request_arrays(observation(), plan, None)
+
+
+@pytest.mark.parametrize("inputs, needle", [
+    ({"observation.state": Feature("STATE", (9,))}, "drop state=mean"),
+    ({"observation.state": Feature("STATE", (6,))}, "drop state=mean"),
+])
+def test_state_mean_is_refused_for_a_state_that_is_not_the_end_effector_pose(
+    inputs: dict[str, Feature], needle: str,
+) -> None:
+    with pytest.raises(BridgeRefused, match=needle):
+        bridge.plan_inputs({**LIBERO_IMAGES, **inputs}, ACTION, state_mode="mean")
+    with pytest.raises(BridgeRefused, match="the one mode is state=mean"):
+        bridge.plan_inputs(LIBERO_IMAGES, ACTION, state_mode="median")
+
+
+class _Normalizer:
+    """A saved LeRobot preprocessor's normalizer step, as far as state_mean reads it."""
+
+    def __init__(self, **stats: Any) -> None:
+        for name, value in stats.items():
+            setattr(self, name, value)
+
+
+def test_state_mean_reads_the_normalizer_statistics() -> None:
+    mean = np.linspace(-0.5, 0.5, 8)
+    loaded = SimpleNamespace(steps=[object(), _Normalizer(
+        _tensor_stats={"observation.state": {"mean": mean, "std": np.ones(8)}}, stats=None)])
+    assert bridge.state_mean(loaded).tolist() == mean.astype(np.float32).tolist()
+    built = SimpleNamespace(steps=[_Normalizer(stats={"observation.state": {"mean": mean}})])
+    assert bridge.state_mean(built).dtype == np.float32
+    with pytest.raises(BridgeRefused, match="keeps no mean for observation.state"):
+        bridge.state_mean(SimpleNamespace(steps=[_Normalizer(stats={"action": {"mean": mean}})]))
 
 
 @pytest.mark.parametrize("inputs, outputs, needle", [

@@ -47,6 +47,7 @@ def test_merge_joins_shards_and_gates_the_whole(tmp_path: Path) -> None:
     assert summary["counts"] == {"selected": 4, "completed": 3, "success": 2, "failure": 1,
                                  "errored": 0, "unattempted": 1}
     assert summary["unattempted"] == ["libero_10-03"]
+    assert "state_fed" not in summary  # folders from before state_fed say nothing of it
     lines = (tmp_path / "merged" / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["case"] for line in lines] == CASES[:3]  # selection order
     gated = merge(str(a), str(b), "--out", str(tmp_path / "gated"), "--min-success", "0.5")
@@ -78,3 +79,15 @@ def test_merge_baseline_gate_and_refusals(tmp_path: Path) -> None:
     twice = shard_folder(tmp_path / "y", 2, {"libero_10-00": "success"})
     duplicate = merge(str(a), str(twice), "--out", str(tmp_path / "m3"))
     assert duplicate.returncode == 2 and "appears in both" in duplicate.stderr
+
+
+def test_merge_keeps_what_the_runs_fed_as_state(tmp_path: Path) -> None:
+    a = shard_folder(tmp_path, 1, {"libero_10-00": "failure"})
+    b = shard_folder(tmp_path, 2, {"libero_10-01": "failure"})
+    for folder in (a, b):
+        run = json.loads((folder / "run.json").read_text())
+        run["plan"]["profile"]["state_fed"] = "constant"
+        (folder / "run.json").write_text(json.dumps(run))
+    done = merge(str(a), str(b), "--out", str(tmp_path / "merged"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "merged" / "summary.json").read_text())["state_fed"] == "constant"

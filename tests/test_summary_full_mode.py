@@ -47,11 +47,12 @@ def outcome_of(case: str) -> str:
 
 
 def full_summary(selected: list[str], records: dict[str, CaseRecord] | None = None,
-                 partial: list[str] | None = None, states: list[int] = ALL_STATES) -> dict[str, Any]:
+                 partial: list[str] | None = None, states: list[int] = ALL_STATES,
+                 state_fed: str | None = None) -> dict[str, Any]:
     if records is None:
         records = {c: record(c, outcome_of(c)) for c in selected}
     return summarize(selected, records, mode="full", partial=partial or [],
-                     selection={"mode": "full", "init_states": states},
+                     selection={"mode": "full", "init_states": states}, state_fed=state_fed,
                      run_id="r", profile="zero", evidence_class="infrastructure",
                      protocol_identity="libero-protocol-full-v1:x")
 
@@ -248,6 +249,57 @@ def test_full_mode_summary_carries_published_figures_marked_as_not_measured() ->
     assert "published" not in json.dumps(summary["tasks"])  # measured numbers stay apart
     none = summary["suites"]["libero_90"]["published_figures"]
     assert none["figures"] == [] and "libero_90" in none["none_because"]
+
+
+def test_each_published_figure_says_what_state_its_loop_fed() -> None:
+    fed = {f.label: f.state_fed for f in load_published().figures}
+    assert fed == {"pi05": "eef_pose", "pi0": "eef_pose", "pi0-FAST": "eef_pose",
+                   "OpenVLA": "none", "OpenVLA-OFT": "eef_pose",
+                   "OpenVLA-OFT (combined)": "eef_pose"}
+
+
+@pytest.mark.parametrize("state_fed", ["constant", "proprio", "none"])
+def test_a_state_caveat_stands_beside_figures_whose_loop_fed_state_this_run_did_not(
+    state_fed: str,
+) -> None:
+    summary = full_summary(full_cases("libero_spatial", range(10)), state_fed=state_fed)
+    assert summary["state_fed"] == state_fed
+    block = summary["suites"]["libero_spatial"]["published_figures"]
+    assert [f["state_fed"] for f in block["figures"]] == ["eef_pose"] * 3 + ["none"]
+    caveat = block["state_caveat"]
+    assert caveat.startswith("state differs: pi05, pi0, pi0-FAST fed the 8-value end-effector")
+    assert f"this run fed {state_fed} (" in caveat and "OpenVLA" not in caveat
+    lines = summary_lines(summary)
+    at = lines.index("  published (not measured here): pi05 98.8%, pi0 96.8%, pi0-FAST 96.4%, "
+                     "OpenVLA 84.7%")
+    assert lines[at + 1] == f"  {caveat}"
+    assert sum("state differs" in line for line in lines) == 1  # one line, beside its figures
+
+
+def test_no_state_caveat_without_the_runs_state_or_beside_stateless_figures() -> None:
+    unknown = full_summary(full_cases("libero_spatial", range(10)))
+    assert "state_caveat" not in unknown["suites"]["libero_spatial"]["published_figures"]
+    assert "state_fed" not in unknown
+    openvla = next(f for f in load_published().figures if f.label == "OpenVLA")
+    assert not any(openvla.state_differs(s) for s in ("constant", "proprio", "none"))
+
+
+def test_fast_mode_summary_says_what_state_was_fed_and_shows_no_figures() -> None:
+    summary = summarize(FAST_CASES, FAST_RECORDS, state_fed="constant")
+    assert summary["state_fed"] == "constant"
+    assert "published" not in json.dumps(summary)
+
+
+def test_what_a_served_policy_says_it_fed_wins_over_the_profile() -> None:
+    from pytest_libero.episode.case import state_fed
+
+    assert state_fed("proprio", {"pytest_libero/state_fed": "constant"}) == "constant"
+    assert state_fed("proprio", {"pytest_libero/state_fed": "eef"}) == "proprio"  # not a value
+    assert state_fed("none", {}) == "none"
+    records = {c: {**r, "state_fed": "constant"} for c, r in FAST_RECORDS.items()}
+    assert summarize(FAST_CASES, records, state_fed="proprio")["state_fed"] == "constant"
+    records["libero_10-00"]["state_fed"] = "proprio"
+    assert summarize(FAST_CASES, records, state_fed="proprio")["state_fed"] == "mixed"
 
 
 def test_fast_mode_summary_has_no_published_figures() -> None:

@@ -14,6 +14,13 @@ Per request the bridge does what LeRobot's own evaluation loop does: images as f
 CHW tensors in [0, 1], the saved preprocessor (normalization, tokenizer, device), then
 ``select_action`` ``n_action_steps`` times (the queue a chunking policy would execute)
 and the saved postprocessor on each action; the reply is that chunk.
+
+A checkpoint whose ``observation.state`` is LeRobot's LIBERO 8-value end-effector state
+is refused unless the operator opts in with ``--option state=mean``: then every request
+feeds that key the dataset mean from the checkpoint's own normalization statistics, so
+after the preprocessor the model sees the normalized mean, what it would see for an
+average pose. The metadata says so (``pytest_libero/state_fed = "constant"``), and so
+does every record of the run.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from pytest_libero.policy.contract import Observation
+from pytest_libero.policy.contract import STATE_FED_METADATA, Observation
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 from pytest_libero.protocol.parameters import ACTION_DIM, CAMERAS
 
@@ -42,6 +49,10 @@ PREPROCESSOR_NAME = "policy_preprocessor.json"
 POSTPROCESSOR_NAME = "policy_postprocessor.json"
 STATE_KEY = "observation.state"
 PROPRIO_SIZE = 9
+EEF_STATE_SIZE = 8
+"""LeRobot's LIBERO datasets: end-effector position, axis-angle, 2 gripper encoders."""
+STATE_MODES = ("mean",)
+"""``--option state=...``: what to feed a state the protocol never sends."""
 AGENTVIEW, EYE_IN_HAND = CAMERAS
 WRIST_WORDS = ("wrist", "hand", "eye", "gripper")
 """A camera key whose last part holds one of these, or is ``image2`` (LeRobot's LIBERO
@@ -73,11 +84,13 @@ class InputPlan:
     images: Mapping[str, str]
     state: str | None
     padded: tuple[str, ...] = ()
+    state_source: str = "proprio"
+    """Where the state comes from: "proprio" (the request), or "mean" (state=mean)."""
 
     def describe(self) -> dict[str, Any]:
         inputs: dict[str, str] = {key: f"image:{camera}" for key, camera in self.images.items()}
         if self.state is not None:
-            inputs[self.state] = "proprio"
+            inputs[self.state] = self.state_source
         inputs["task"] = "language"
         return {"inputs": inputs, "padded_by_policy": list(self.padded)}
 
@@ -169,14 +182,20 @@ def camera_for(key: str) -> str | None:
 
 
 def plan_inputs(inputs: Mapping[str, Feature], outputs: Mapping[str, Feature],
-                image_keys: Mapping[str, str] | None = None) -> InputPlan:
+                image_keys: Mapping[str, str] | None = None,
+                state_mode: str | None = None) -> InputPlan:
     """Map the checkpoint's inputs onto what the protocol sends, or refuse at start-up.
 
     Images: ``image_keys`` first; then a wrist-like name is the eye-in-hand camera and
     the one remaining key is agentview. ``observation.state`` must be the 9-value
     proprio vector. Anything else the checkpoint needs (an end-effector state, an
-    environment state, a third camera) the protocol never sends: refused.
+    environment state, a third camera) the protocol never sends: refused; but with
+    ``state_mode="mean"`` an 8-value end-effector ``observation.state`` is fed the
+    dataset mean (opt-in, recorded).
     """
+    if state_mode is not None and state_mode not in STATE_MODES:
+        raise BridgeRefused(f"state={state_mode}: not a state mode; the one mode is state=mean "
+                            "(feed an 8-value end-effector state its dataset mean)")
     explicit = dict(image_keys or {})
     unknown = sorted(set(explicit) - {k for k, f in inputs.items() if f.kind == "VISUAL"})
     if unknown:
@@ -187,6 +206,7 @@ def plan_inputs(inputs: Mapping[str, Feature], outputs: Mapping[str, Feature],
     padded: list[str] = []
     unmapped: list[str] = []
     state: str | None = None
+    source = "proprio"
     for key, feature in inputs.items():
         if feature.kind == "VISUAL":
             if len(feature.shape) != 3 or feature.shape[0] != 3:
@@ -202,7 +222,10 @@ def plan_inputs(inputs: Mapping[str, Feature], outputs: Mapping[str, Feature],
             else:
                 unmapped.append(key)
         elif feature.kind == "STATE":
-            state = _state_key(key, feature)
+            if state_mode == "mean" and key == STATE_KEY and feature.shape == (EEF_STATE_SIZE,):
+                state, source = key, "mean"
+            else:
+                state = _state_key(key, feature, state_mode)
         elif feature.kind == "LANGUAGE":
             continue  # tokens: the preprocessor makes them from the task string
         else:
@@ -225,21 +248,46 @@ def plan_inputs(inputs: Mapping[str, Feature], outputs: Mapping[str, Feature],
             f"image_keys=KEY:{AGENTVIEW},KEY:{EYE_IN_HAND}")
     _check_action(outputs)
     ordered = {key: images[key] for key in inputs if key in images}  # the checkpoint's order
-    return InputPlan(images=ordered, state=state, padded=tuple(padded))
+    return InputPlan(images=ordered, state=state, padded=tuple(padded), state_source=source)
 
 
-def _state_key(key: str, feature: Feature) -> str:
-    if key == STATE_KEY and feature.shape == (PROPRIO_SIZE,):
+def _state_key(key: str, feature: Feature, state_mode: str | None = None) -> str:
+    if key == STATE_KEY and feature.shape == (PROPRIO_SIZE,) and state_mode is None:
         return key
     size = int(np.prod(feature.shape)) if feature.shape else 0
+    eef = key == STATE_KEY and size == EEF_STATE_SIZE
     hint = (" (LeRobot's LIBERO datasets use 8: end-effector position, axis-angle and the "
-            "2 gripper encoders)" if size == 8 else "")
+            "2 gripper encoders)" if eef else "")
+    opt_in = (" Or opt in to --option state=mean: every request then feeds the dataset mean "
+              "from the checkpoint's normalization statistics (the model sees an average "
+              "pose, recorded as a constant state; not the published evaluation)." if eef else "")
+    if state_mode == "mean" and not eef:
+        raise BridgeRefused(f"state=mean feeds an 8-value end-effector {STATE_KEY}; the "
+                            f"checkpoint's {key!r} has shape {list(feature.shape)}; drop "
+                            "state=mean")
     raise BridgeRefused(
         f"the checkpoint's {key!r} is a state of shape {list(feature.shape)}{hint}; the "
         f"protocol sends only the proprio vector on {PROPRIO_TRACK} (track = \"rgb+proprio\" "
         "in the profile): 9 values, 7 arm joint positions then 2 gripper encoders, and no "
         "end-effector state; serve a checkpoint trained on that 9-value "
-        f"{STATE_KEY}, or one without a state on the rgb track (retrain or convert it)")
+        f"{STATE_KEY}, or one without a state on the rgb track (retrain or convert it)."
+        + opt_in)
+
+
+def state_mean(preprocessor: Any, key: str = STATE_KEY) -> np.ndarray:
+    """The dataset mean of ``key`` from the normalization statistics a saved LeRobot
+    preprocessor carries, as float32: its normalizer step's tensors (what a saved
+    pipeline loads its statistics into), else the ``stats`` it was built with."""
+    for step in getattr(preprocessor, "steps", []):
+        for name in ("_tensor_stats", "stats"):
+            stats = getattr(step, name, None)
+            if isinstance(stats, Mapping) and isinstance(stats.get(key), Mapping) \
+                    and stats[key].get("mean") is not None:
+                return _numpy(stats[key]["mean"]).astype(np.float32).reshape(-1)
+    raise BridgeRefused(
+        f"state=mean: the checkpoint's preprocessor keeps no mean for {key} (no normalizer "
+        "step with statistics for it); drop state=mean, or serve a checkpoint saved with "
+        "its normalization statistics")
 
 
 def _check_action(outputs: Mapping[str, Feature]) -> None:
@@ -252,12 +300,14 @@ def _check_action(outputs: Mapping[str, Feature]) -> None:
             "normalized [-1, 1] (LIBERO's own action space); retrain or convert the checkpoint")
 
 
-def request_arrays(observation: Observation, plan: InputPlan) -> dict[str, Any]:
+def request_arrays(observation: Observation, plan: InputPlan,
+                   mean: np.ndarray | None = None) -> dict[str, Any]:
     """The batch of one request as numpy: (1, 3, H, W) float32 images in [0, 1], the
     (1, 9) float32 state, and the task; what LeRobot's ``preprocess_observation`` gives.
 
     The protocol's images are already rotated by 180 degrees, as LeRobot's
-    LiberoProcessorStep rotates them, so they pass as they are.
+    LiberoProcessorStep rotates them, so they pass as they are. A plan whose state
+    comes from the mean (state=mean) feeds ``mean`` whatever the request holds.
     """
     batch: dict[str, Any] = {}
     for key, camera in plan.images.items():
@@ -267,7 +317,12 @@ def request_arrays(observation: Observation, plan: InputPlan) -> dict[str, Any]:
                                 "expected uint8 (H, W, 3)")
         batch[key] = (np.ascontiguousarray(image.transpose(2, 0, 1))[None].astype(np.float32)
                       / np.float32(255))
-    if plan.state is not None:
+    if plan.state is not None and plan.state_source == "mean":
+        if mean is None or mean.shape != (EEF_STATE_SIZE,):
+            raise BridgeRefused(f"state=mean needs the {EEF_STATE_SIZE}-value dataset mean of "
+                                f"{plan.state}; got {None if mean is None else mean.shape}")
+        batch[plan.state] = mean[None].astype(np.float32)
+    elif plan.state is not None:
         if observation.proprio is None:
             raise BridgeRefused(
                 f"the checkpoint needs {plan.state} (the 9 joint/gripper encoders) but this "
@@ -292,7 +347,10 @@ def describe_request(observation: Observation, plan: InputPlan, batch: Mapping[s
     line: dict[str, Any] = {"event": "request", "task": batch["task"][0], "inputs": inputs,
                             "policy_calls": observation.policy_calls,
                             "executed_controls": observation.executed_controls}
-    if plan.state is not None and observation.proprio is not None:
+    if plan.state is not None and plan.state_source == "mean":
+        line["state"] = {**_summary(batch[plan.state]), "key": plan.state, "source": "mean",
+                         "values": batch[plan.state][0].tolist()}
+    elif plan.state is not None and observation.proprio is not None:
         proprio = np.asarray(observation.proprio, dtype=np.float64)
         line["state"] = {**_summary(batch[plan.state]), "key": plan.state,
                          "values": batch[plan.state][0].tolist(),
@@ -342,6 +400,8 @@ class _Loaded:
     metadata: dict[str, Any]
     record: Record | None
     users: int = 0
+    mean: np.ndarray | None = None
+    """state=mean: the dataset mean fed as the state."""
 
 
 _LOADED: dict[tuple[str, ...], _Loaded] = {}
@@ -366,7 +426,7 @@ class LeRobotBridge:
         import torch
 
         loaded = self._loaded
-        batch = request_arrays(observation, loaded.plan)
+        batch = request_arrays(observation, loaded.plan, loaded.mean)
         tensors = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
         with torch.inference_mode():
             prepared = loaded.preprocessor(tensors)
@@ -401,9 +461,9 @@ def _numpy(value: Any) -> np.ndarray:
 
 
 def make(path: str | None = None, device: str = "cpu", image_keys: str | None = None,
-         record: str | None = None) -> LeRobotBridge:
+         record: str | None = None, state: str | None = None) -> LeRobotBridge:
     """The serving factory: ``--option path=DIR [device=cuda] [image_keys=K:CAM,...]
-    [record=FILE.jsonl]``.
+    [record=FILE.jsonl] [state=mean]``.
 
     The first call loads the checkpoint; later calls (more concurrent episodes than
     objects) share it. A policy that keeps an observation history or a temporal
@@ -413,8 +473,8 @@ def make(path: str | None = None, device: str = "cpu", image_keys: str | None = 
     folder = checkpoint_folder(path)
     config = read_config(folder)
     plan = plan_inputs(features(config, "input_features"), features(config, "output_features"),
-                       parse_image_keys(image_keys))
-    key = (str(folder), str(device), str(image_keys or ""), str(record or ""))
+                       parse_image_keys(image_keys), state)
+    key = (str(folder), str(device), str(image_keys or ""), str(record or ""), str(state or ""))
     loaded = _LOADED.get(key)
     if loaded is None:
         loaded = _load(key, folder, str(device), plan, config,
@@ -468,6 +528,7 @@ def _load(key: tuple[str, ...], folder: Path, device: str, plan: InputPlan,
             "the bridge runs offline (HF_HUB_OFFLINE=1), so whatever the checkpoint names by "
             "hub id (SmolVLA's VLM config and tokenizer, say) must already be in the local "
             "Hugging Face cache (HF_HOME) of this environment") from exc
+    mean = state_mean(preprocessor, plan.state) if plan.state_source == "mean" and plan.state else None
     steps = int(getattr(config, "n_action_steps", 1) or 1)
     stateful = (int(getattr(config, "n_obs_steps", 1) or 1) > 1
                 or getattr(config, "temporal_ensemble_coeff", None) is not None)
@@ -481,14 +542,19 @@ def _load(key: tuple[str, ...], folder: Path, device: str, plan: InputPlan,
         "versions": {"lerobot": package_metadata.version("lerobot"), "torch": torch.__version__},
         **plan.describe(),
     }
+    if mean is not None:
+        info["state_mean"] = mean.tolist()
     metadata: dict[str, Any] = {"policy": "lerobot", "lerobot": info}
+    if mean is not None:
+        metadata[STATE_FED_METADATA] = "constant"
     log.info("LeRobot %s from %s: %s, %d actions per reply", config.type, folder,
              plan.describe()["inputs"], steps)
     if record is not None:
         record.write({"event": "load", **info, "stateful": stateful,
                       "chunk_size": raw.get("chunk_size")})
     return _Loaded(key=key, policy=policy, preprocessor=preprocessor, postprocessor=postprocessor,
-                   plan=plan, steps=steps, stateful=stateful, metadata=metadata, record=record)
+                   plan=plan, steps=steps, stateful=stateful, metadata=metadata, record=record,
+                   mean=mean)
 
 
 def _has_step(folder: Path, name: str = "device_processor") -> bool:

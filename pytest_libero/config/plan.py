@@ -237,7 +237,10 @@ class Watchdog:
             build_s=build_s,
             step_s=step_s,
             policy_s=profile.call_timeout + POLICY_MARGIN_S,
-            policy_connect_s=profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S,
+            # A GR00T episode start is ping (within wait_s), then two calls:
+            # get_modality_config and reset.
+            policy_connect_s=(profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S
+                              + (2 * profile.call_timeout if profile.transport == "gr00t" else 0)),
             policy_name=profile.endpoint or f"in-process policy {profile.factory}",
         )
 

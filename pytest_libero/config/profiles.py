@@ -8,6 +8,7 @@ into the run's identity.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,8 @@ import numpy as np
 from pytest_libero.data import data_path
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
 from pytest_libero.policy.factory import build_inprocess
+from pytest_libero.policy.gr00t import Gr00tPolicy
+from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
@@ -32,13 +35,22 @@ from pytest_libero.protocol.parameters import (
     TRACKS,
 )
 
-TRANSPORTS = ("inprocess", "websocket")
+TRANSPORTS = ("inprocess", "websocket", "gr00t")
+SERVED = ("websocket", "gr00t")
+"""Transports whose policy sits behind a server the plugin must find (probe.py)."""
+_ENDPOINT_SCHEMES = {"websocket": ("ws://", "wss://"), "gr00t": ("tcp://",)}
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
-             "budget", "stop", "action"}
+             "budget", "stop", "action", "reply"}
 _POLICY_KEYS = {"transport", "factory", "options", "endpoint", "connect_timeout", "call_timeout",
-                "wait_s", "server_hint"}
+                "wait_s", "server_hint", "api_token_env"}
 _ACTION_KEYS = {"out_of_bounds"}
 _REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
+_GR00T_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "batch", "time", "state"}
+_REPLY_KEYS = {"actions", "gripper"}
+STATE_FED = ("proprio", "constant", "none")
+"""What a run's profile fed a model as its state: the simulator's proprio vector (the
+rgb+proprio track), declared constants, or nothing."""
+
 _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}
@@ -72,6 +84,25 @@ class Profile:
     """What an action outside [-1, 1] does: "error" (strict) or "clip" (recorded)."""
     layout: RequestLayout = field(default_factory=RequestLayout)
     launch: Launch | None = None
+    gr00t: Gr00tLayout | None = None
+    """transport = "gr00t": request keys and axes, state constants, reply mapping."""
+    state_options: Mapping[str, str] = field(default_factory=dict)
+    """State key -> the policy option that may replace its constant (gr00t)."""
+    api_token_env: str | None = None
+    """The environment variable holding a GR00T server's api_token (never recorded)."""
+
+    @property
+    def state_fed(self) -> str:
+        """What this profile feeds as state: ``proprio``, ``constant`` or ``none``."""
+        if self.track == "rgb+proprio":
+            return "proprio"
+        if (self.gr00t is not None and self.gr00t.state) or self.layout.constants:
+            return "constant"
+        return "none"
+
+    @property
+    def api_token(self) -> str | None:
+        return os.environ.get(self.api_token_env) if self.api_token_env else None
 
     def with_overrides(
         self,
@@ -85,6 +116,9 @@ class Profile:
         changes: dict[str, Any] = {}
         if options:
             changes["options"] = {**self.options, **options}
+            if self.gr00t is not None:
+                changes["gr00t"] = replace(self.gr00t, state=_state_from_options(
+                    self, self.gr00t.state, changes["options"]))
         if endpoint is not None:
             changes["endpoint"] = endpoint
         if call_timeout is not None:
@@ -121,6 +155,17 @@ class Profile:
                 call_timeout=self.call_timeout,
                 wait_s=self.wait_s,
             )
+        if self.transport == "gr00t":
+            assert self.gr00t is not None
+            if not self.endpoint:
+                raise SetupError(
+                    f"profile {self.name!r} ({self.source}): no policy.endpoint; set it in "
+                    "the profile or pass --libero-endpoint=tcp://HOST:PORT"
+                )
+            return Gr00tPolicy(self.endpoint, layout=self.gr00t,
+                               connect_timeout=self.connect_timeout,
+                               call_timeout=self.call_timeout, wait_s=self.wait_s,
+                               api_token=self.api_token)
         return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})")
 
     def identity(self) -> dict[str, Any]:
@@ -134,7 +179,9 @@ class Profile:
             "factory": self.factory or None,
             "options": {k: str(v) for k, v in self.options.items()},
             "endpoint": self.endpoint,
-            "request_layout": self.layout.describe() if self.transport == "websocket" else None,
+            "request_layout": (self.layout.describe() if self.transport == "websocket"
+                               else self.gr00t.describe() if self.gr00t is not None else None),
+            "state_fed": self.state_fed,
             "call_timeout": self.call_timeout,
             "out_of_bounds": self.out_of_bounds,
         }
@@ -176,16 +223,24 @@ def parse_profile(data: bytes, source: str) -> Profile:
         factory = check.string(policy, "factory", "policy.")
         if ":" not in factory:
             check.fail("policy.factory", f"{factory!r}", "'module:callable'")
-        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint"):
+        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint",
+                    "api_token_env"):
             if key in policy:
-                check.fail(f"policy.{key}", "set", "only with transport = 'websocket'")
+                check.fail(f"policy.{key}", "set", "only with a served transport "
+                           "(websocket, gr00t)")
     else:
         factory = ""
-        if "factory" in policy or "options" in policy:
+        if "factory" in policy:
             check.fail("policy.factory", "set", "only with transport = 'inprocess'")
+        if "options" in policy and transport != "gr00t":
+            check.fail("policy.options", "set", "only with transport = 'inprocess' or 'gr00t'")
+        if "api_token_env" in policy and transport != "gr00t":
+            check.fail("policy.api_token_env", "set", "only with transport = 'gr00t'")
     endpoint = policy.get("endpoint")
-    if endpoint is not None and not (isinstance(endpoint, str) and endpoint.startswith(("ws://", "wss://"))):
-        check.fail("policy.endpoint", repr(endpoint), "a ws://HOST:PORT address")
+    schemes = _ENDPOINT_SCHEMES.get(transport, ())
+    if endpoint is not None and not (isinstance(endpoint, str) and endpoint.startswith(schemes)):
+        scheme = schemes[0] if schemes else "ws://"
+        check.fail("policy.endpoint", repr(endpoint), f"a {scheme}HOST:PORT address")
     options = check.table(policy, "options", required=False)
     budget = check.table(raw, "budget", required=False)
     check.keys(budget, _BUDGET_KEYS, "budget.")
@@ -195,14 +250,28 @@ def parse_profile(data: bytes, source: str) -> Profile:
     action = check.table(raw, "action", required=False)
     check.keys(action, _ACTION_KEYS, "action.")
     if transport == "inprocess" and ("request" in raw or "launch" in raw):
-        check.fail("request/launch", "set", "only with transport = 'websocket'")
-    return Profile(
+        check.fail("request/launch", "set", "only with a served transport (websocket, gr00t)")
+    if transport == "gr00t" and "launch" in raw:
+        check.fail("launch", "set", "only with transport = 'websocket' (start GR00T's server "
+                   "yourself, in its own environment; policy.server_hint says how)")
+    if transport != "gr00t" and "reply" in raw:
+        check.fail("reply", "set", "only with transport = 'gr00t'")
+    track = check.choice(raw, "track", TRACKS, "", default="rgb")
+    request = check.table(raw, "request", required=False)
+    gr00t: Gr00tLayout | None = None
+    state_options: dict[str, str] = {}
+    if transport == "gr00t":
+        if track != "rgb":
+            check.fail("track", repr(track), "'rgb' with transport = 'gr00t' (GR00T's state keys "
+                       "are declared constants under [request.state])")
+        gr00t, state_options = _gr00t_layout(check, request, check.table(raw, "reply"))
+    profile = Profile(
         name=name,
         source=source,
         sha256=sha256_bytes(data),
         description=str(raw.get("description", "")),
         infrastructure=check.boolean(raw, "infrastructure", "", default=False),
-        track=check.choice(raw, "track", TRACKS, "", default="rgb"),
+        track=track,
         transport=transport,
         factory=factory,
         options=dict(options),
@@ -220,9 +289,92 @@ def parse_profile(data: bytes, source: str) -> Profile:
         wait_s=check.seconds(policy, "wait_s", "policy.", default=30.0),
         server_hint=check.string(policy, "server_hint", "policy.") if "server_hint" in policy else "",
         out_of_bounds=check.choice(action, "out_of_bounds", OUT_OF_BOUNDS_MODES, "action.", default="error"),
-        layout=_layout(check, check.table(raw, "request", required=False)),
+        layout=_layout(check, request) if transport != "gr00t" else RequestLayout(),
         launch=_launch(check, raw.get("launch"), source),
+        gr00t=gr00t,
+        state_options=state_options,
+        api_token_env=(check.string(policy, "api_token_env", "policy.")
+                       if "api_token_env" in policy else None),
     )
+    if gr00t is not None:
+        profile = replace(profile, gr00t=replace(
+            gr00t, state=_state_from_options(profile, gr00t.state, profile.options)))
+    return profile
+
+
+def _gr00t_layout(check: _Checker, table: Mapping[str, Any],
+                  reply: Mapping[str, Any]) -> tuple[Gr00tLayout, dict[str, str]]:
+    """[request] and [reply] of a gr00t profile; every key is required but the axes."""
+    check.keys(table, _GR00T_REQUEST_KEYS, "request.")
+    check.keys(reply, _REPLY_KEYS, "reply.")
+    state: dict[str, np.ndarray] = {}
+    options: dict[str, str] = {}
+    for key, spec in check.table(table, "state", required=False).items():
+        where = f"request.state.{key}"
+        if not isinstance(spec, dict) or not {"dtype", "values"} <= set(spec) <= {
+                "dtype", "values", "option"}:
+            check.fail(where, repr(spec), "{ dtype = 'float32', values = [...], option = "
+                       "'NAME' (optional: a policy option that replaces the values) }")
+        state[key] = _constant(check, where, spec)
+        if "option" in spec:
+            options[key] = check.string(spec, "option", f"{where}.")
+    actions = reply.get("actions")
+    if not isinstance(actions, list) or not all(isinstance(a, str) and a for a in actions):
+        check.fail("reply.actions", repr(actions), "a list of the 7 reply keys that form the "
+                   "action columns in order (x y z roll pitch yaw gripper)")
+    gripper = check.choice(reply, "gripper", tuple(GRIPPER_TRANSFORMS), "reply.", default="none")
+    try:
+        layout = Gr00tLayout(
+            images={camera: check.string(table, camera, "request.")
+                    for camera in ("agentview", "robot0_eye_in_hand")},
+            language=check.string(table, "language", "request."),
+            actions=tuple(actions),
+            gripper=gripper,
+            batch=check.boolean(table, "batch", "request.", default=True),
+            time=check.boolean(table, "time", "request.", default=True),
+            state=state,
+        )
+    except ValueError as exc:
+        check.fail("[request]/[reply]", str(exc), "one key per input, 7 action keys")
+    return layout, options
+
+
+def _constant(check: _Checker, where: str, spec: Mapping[str, Any]) -> np.ndarray:
+    if spec["dtype"] not in _CONSTANT_DTYPES:
+        check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
+    try:
+        return np.asarray(spec["values"], dtype=spec["dtype"])
+    except (TypeError, ValueError) as exc:
+        check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
+
+
+def _state_from_options(profile: Profile, state: Mapping[str, np.ndarray],
+                        options: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The state constants with the operator's option values in place of the defaults;
+    an option no state key names is refused (a typo must not pass as a zero)."""
+    unknown = sorted(set(options) - set(profile.state_options.values()))
+    if unknown:
+        allowed = ", ".join(sorted(profile.state_options.values())) or "none"
+        raise SetupError(f"profile {profile.name!r} ({profile.source}): policy option "
+                         f"{unknown[0]!r} names no state constant; allowed: {allowed}")
+    resolved = dict(state)
+    for key, option in profile.state_options.items():
+        if option not in options:
+            continue
+        default = state[key]
+        text = options[option]
+        try:
+            values = [float(v) for v in str(text).split(",")]
+        except ValueError:
+            values = []
+        if len(values) != default.size:
+            raise SetupError(
+                f"--libero-policy-option {option}={text!r} (profile {profile.name!r}, state key "
+                f"{key!r}): give {default.size} comma-separated number(s), e.g. the dataset "
+                "mean from the checkpoint's statistics file"
+            )
+        resolved[key] = np.asarray(values, dtype=default.dtype).reshape(default.shape)
+    return resolved
 
 
 def _layout(check: _Checker, table: Mapping[str, Any]) -> RequestLayout:
@@ -237,12 +389,7 @@ def _layout(check: _Checker, table: Mapping[str, Any]) -> RequestLayout:
         where = f"request.constants.{key}"
         if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
             check.fail(where, repr(spec), "{ dtype = 'float32', values = [...] }")
-        if spec["dtype"] not in _CONSTANT_DTYPES:
-            check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
-        try:
-            constants[key] = np.asarray(spec["values"], dtype=spec["dtype"])
-        except (TypeError, ValueError) as exc:
-            check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
+        constants[key] = _constant(check, where, spec)
     try:
         return RequestLayout(
             images=images,

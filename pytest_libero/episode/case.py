@@ -17,6 +17,7 @@ from pytest_libero.adapters import AdapterCache, load_adapter
 from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, missing_members
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
+from pytest_libero.config.profiles import STATE_FED
 from pytest_libero.episode.loop import (
     EpisodeListener,
     EpisodeResult,
@@ -27,7 +28,7 @@ from pytest_libero.episode.loop import (
 )
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
 from pytest_libero.files import write_json_atomic
-from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
 from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
@@ -187,6 +188,13 @@ def mark_errored(record: CaseRecord, exc: BaseException, *, kind: str) -> None:
     record["summary"] = f"errored ({kind}): {exc}"
 
 
+def state_fed(profile_says: str, policy_metadata: Mapping[str, Any]) -> str:
+    """What the case fed as state: the profile's answer, unless the served policy says
+    what it did instead (``pytest_libero/state_fed``, e.g. the LeRobot bridge's state=mean)."""
+    declared = policy_metadata.get(STATE_FED_METADATA)
+    return str(declared) if declared in STATE_FED else profile_says
+
+
 def _assemble(
     plan: RunPlan,
     entry: Entry,
@@ -207,6 +215,7 @@ def _assemble(
         "stop_rule": plan.profile.stop_rule.describe(),
         "identity": identity,
         "policy_metadata": dict(policy_metadata),
+        "state_fed": state_fed(plan.profile.state_fed, policy_metadata),
         "outcome": result.outcome,
         "termination": result.termination,
         "truncation": result.truncation,

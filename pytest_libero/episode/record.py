@@ -122,6 +122,9 @@ class CaseRecord(TypedDict):
     identity: dict[str, Any]
     """The adapter's hashes of what it installed (BDDL, init-state file, the state)."""
     policy_metadata: dict[str, Any]
+    state_fed: NotRequired[str]
+    """What the profile fed the model as state: ``proprio`` (the rgb+proprio track),
+    ``constant`` (declared constants) or ``none``. Absent in older records."""
     outcome: Outcome
     termination: str | None
     truncation: str | None

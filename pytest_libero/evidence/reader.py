@@ -155,6 +155,9 @@ class ChunkRecord:
     stop: bool | None
     complete: bool
     clipped: np.ndarray | None = None
+    raw_reply: dict[str, Any] | None = None
+    """The server's reply before a transport mapped it (GR00T's action keys): arrays
+    exactly, anything else as the text the writer kept."""
 
     @property
     def executed_actions(self) -> np.ndarray | None:
@@ -178,8 +181,11 @@ def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
             if array_sha256(ran) != clipped["sha256"]:
                 raise EvidenceError(f"{ACTIONS_NAME}: executed prefix of call {line['call']} "
                                     "does not match its hash")
+        raw = line.get("raw_reply")
+        if raw is not None:
+            raw = {k: decode_array(v) if isinstance(v, dict) else v for k, v in raw.items()}
         yield ChunkRecord(line["call"], actions, line["horizon"], line["executed"],
-                          line["stop"], line["complete"], ran)
+                          line["stop"], line["complete"], ran, raw)
 
 
 def _require(folder: Path, name: str) -> Path:

@@ -70,7 +70,7 @@ from pytest_libero.evidence.layout import (
     hash_array,
     stream_name,
 )
-from pytest_libero.policy.contract import Observation, Reply
+from pytest_libero.policy.contract import RAW_REPLY, Observation, Reply
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 
@@ -171,6 +171,9 @@ class CaseEvidence:
             "extras": sorted(map(str, reply.extras)),
             "complete": True,
         }
+        raw = reply.extras.get(RAW_REPLY)
+        if isinstance(raw, Mapping):
+            line["raw_reply"] = {str(k): _exact(v) for k, v in raw.items()}
         if reply.actions is not None and self._pending:
             ran = np.stack(self._pending)
             if not np.array_equal(ran, reply.actions[:executed]):
@@ -304,6 +307,14 @@ class CaseEvidence:
     def _write_line(handle: IO[str], record: Mapping[str, Any]) -> None:
         handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
         handle.flush()
+
+
+def _exact(value: Any) -> Any:
+    """A raw reply value as the case folder keeps it: numbers exactly, the rest as text."""
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if array.dtype.kind in "biuf":
+        return encode_array(array)
+    return repr(value)
 
 
 def _check_rgb(image: np.ndarray, what: str) -> None:

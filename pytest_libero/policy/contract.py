@@ -81,6 +81,14 @@ class BatchPolicy(Policy, Protocol):
     ) -> Sequence[Mapping[str, Any]]: ...
 
 
+STATE_FED_METADATA = "pytest_libero/state_fed"
+"""A policy's metadata key saying what it fed the model as state in its profile's
+stead ("constant", say: the LeRobot bridge's state=mean); every record keeps it."""
+
+RAW_REPLY = "raw_reply"
+"""An extra reply key: the server's reply as it came, before a transport mapped it to
+the (H, 7) chunk (GR00T's per-axis action keys); the case folder keeps it exactly."""
+
 OUT_OF_BOUNDS_MODES = ("error", "clip")
 """What an action outside the normalized range does: errors the case (the strict
 default) or is clipped to it before execution, each clip recorded."""

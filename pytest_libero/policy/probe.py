@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pytest_libero.policy.gr00t import Gr00tClient
 from pytest_libero.policy.websocket import (
     RETRY_SLEEP_S,
     ServerUnavailable,
@@ -36,6 +37,10 @@ class ServedProfile(Protocol):
     def connect_timeout(self) -> float: ...
     @property
     def start_hint(self) -> str: ...
+    @property
+    def transport(self) -> str: ...
+    @property
+    def api_token(self) -> str | None: ...
 
 __all__ = [
     "ServedProfile",
@@ -110,6 +115,21 @@ def connect_within(
     return client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
 
 
+def _probe(profile: ServedProfile,
+           on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:
+    """The profile's server answers its health probe within ``wait_s``: openpi's
+    metadata frame for websocket profiles, GR00T's ``ping`` for gr00t ones."""
+    endpoint = profile.endpoint or ""
+    if profile.transport == "gr00t":
+        with Gr00tClient(endpoint, connect_timeout=profile.connect_timeout,
+                         call_timeout=profile.connect_timeout,
+                         api_token=profile.api_token) as client:
+            client.wait_ready(profile.wait_s, on_wait=on_wait)
+        return
+    probe_server(endpoint, wait_s=profile.wait_s, connect_timeout=profile.connect_timeout,
+                 on_wait=on_wait)
+
+
 def preflight(profile: ServedProfile, on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:
     """Before any case: the profile's server answers, or the run is a usage error.
 
@@ -117,8 +137,7 @@ def preflight(profile: ServedProfile, on_wait: Callable[[ServerUnavailable], Non
     """
     endpoint = profile.endpoint or ""
     try:
-        probe_server(endpoint, wait_s=profile.wait_s, connect_timeout=profile.connect_timeout,
-                     on_wait=on_wait)
+        _probe(profile, on_wait=on_wait)
     except ServerUnavailable as exc:
         raise SetupError(
             f"no policy server answered at {endpoint} within {profile.wait_s:g}s (profile "
@@ -129,7 +148,8 @@ def preflight(profile: ServedProfile, on_wait: Callable[[ServerUnavailable], Non
     except PolicyTransportError as exc:
         raise SetupError(
             f"the policy server at {endpoint} (profile {profile.name!r}) answered, but not "
-            f"as an openpi policy server: {_first_line(exc)}"
+            f"as {'a GR00T' if profile.transport == 'gr00t' else 'an openpi'} policy server: "
+            f"{_first_line(exc)}"
         ) from None
 
 
@@ -140,8 +160,7 @@ def server_gone(profile: ServedProfile) -> str | None:
     run and error with its own cause.
     """
     try:
-        probe_server(profile.endpoint or "", wait_s=profile.wait_s,
-                     connect_timeout=profile.connect_timeout)
+        _probe(profile)
     except ServerUnavailable as exc:
         return (f"the policy server at {profile.endpoint} stopped answering (nothing for "
                 f"{profile.wait_s:g}s: {_first_line(exc)})")

@@ -163,7 +163,7 @@ def full_mode_lines(summary: dict[str, Any]) -> list[str]:
         else:
             lines.append("  not comparable with published figures: "
                          + "; ".join(rate.get("not_comparable_because") or []))
-        lines.append("  " + published_line(rate.get("published_figures") or {}, suite))
+        lines += published_lines(rate.get("published_figures") or {}, suite)
         mine = sorted((t, r) for t, r in tasks.items() if r.get("suite") == suite)
         if few:
             lines += [f"  {format_rate(t, r)}{_task_gaps(r)}" for t, r in mine]
@@ -179,7 +179,7 @@ def full_mode_lines(summary: dict[str, Any]) -> list[str]:
         shown = "no completed episode" if mean is None else f"{mean:.1%} mean of suite rates"
         lines.append(format_rate(f"four-suite average ({shown}); pooled", pooled)
                      + ("" if average.get("comparable") else "; not comparable"))
-        lines.append("  " + published_line(average.get("published_figures") or {}, "average"))
+        lines += published_lines(average.get("published_figures") or {}, "average")
     return lines
 
 
@@ -191,6 +191,12 @@ def published_line(block: dict[str, Any], suite: str) -> str:
     return "published (not measured here): " + ", ".join(
         f"{f['model']} {_percent(f['percent'])}%" for f in figures
     )
+
+
+def published_lines(block: dict[str, Any], suite: str) -> list[str]:
+    """The published figures' line, and the state caveat's line when there is one."""
+    caveat = block.get("state_caveat")
+    return ["  " + published_line(block, suite)] + ([f"  {caveat}"] if caveat else [])
 
 
 def _percent(value: float) -> str:

@@ -97,6 +97,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             mode=first["plan"].get("mode", "fast"),
             partial=first["plan"].get("partial") or [],
             selection=first["plan"]["selection"],
+            state_fed=first["plan"]["profile"].get("state_fed"),  # absent before it existed
         )
         target.write_json("summary.json", summary)
     finally:

@@ -6,6 +6,11 @@ the protocol behind it. A full-mode summary shows them beside each suite it meas
 under a key that says they are published, not measured; fast mode never shows them
 (one init state per task is not the published protocol). They are no part of the
 protocol identity: adding a figure changes no run's identity.
+
+Each figure also says what state its loop fed the model (``state_fed``: ``eef_pose``,
+the 8-value end-effector state, or ``none``). This protocol never sends an end-effector
+pose, so beside a figure whose loop fed state this run did not, the block carries a
+one-line ``state_caveat`` (shown by the terminal too).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ PUBLISHED_SCHEMA = "pytest-libero-published-results/1"
 AVERAGE = "average"
 """The key of the mean over the four suites openpi, OpenVLA and OpenVLA-OFT report."""
 NOTE = "published by their authors; not measured by this run"
+PUBLISHED_STATES = ("eef_pose", "none")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,12 @@ class PublishedFigure:
     commit: str
     protocol: str
     success_percent: Mapping[str, float]
+    state_fed: str = "eef_pose"
+    """What the figure's loop fed the model as state: ``eef_pose`` or ``none``."""
+
+    def state_differs(self, run_state: str | None) -> bool:
+        """Whether its loop fed a state this run (``proprio``/``constant``/``none``) did not."""
+        return run_state is not None and self.state_fed != "none" and self.state_fed != run_state
 
     def as_dict(self, key: str) -> dict[str, Any]:
         """The figure for one suite (or ``average``), as summary.json shows it."""
@@ -51,6 +63,7 @@ class PublishedFigure:
             "source_title": self.source_title,
             "commit": self.commit,
             "protocol": self.protocol,
+            "state_fed": self.state_fed,
         }
 
 
@@ -67,15 +80,33 @@ class PublishedResults:
         """Figures published for ``suite`` (or ``average``), in the file's order."""
         return [f for f in self.figures if suite in f.success_percent]
 
-    def block(self, suite: str) -> dict[str, Any]:
-        """summary.json's ``published_figures`` for one suite (or the average)."""
+    def block(self, suite: str, run_state: str | None = None) -> dict[str, Any]:
+        """summary.json's ``published_figures`` for one suite (or the average);
+        ``run_state`` is what this run's profile fed as state (``Profile.state_fed``)."""
+        figures = self.for_suite(suite)
         data: dict[str, Any] = {
             "note": NOTE,
-            "figures": [f.as_dict(suite) for f in self.for_suite(suite)],
+            "figures": [f.as_dict(suite) for f in figures],
         }
+        differ = [f.label for f in figures if f.state_differs(run_state)]
+        if differ:
+            data["state_caveat"] = (
+                f"state differs: {', '.join(differ)} fed the 8-value end-effector state "
+                f"(position, axis-angle, gripper); this run fed {run_state} "
+                f"({STATE_WORDS.get(run_state or '', run_state)}), so it is not the same "
+                "evaluation"
+            )
         if suite in self.not_published:
             data["none_because"] = self.not_published[suite]
         return data
+
+
+STATE_WORDS = {
+    "proprio": "7 joint and 2 gripper encoders",
+    "constant": "the profile's declared constants",
+    "none": "no state",
+    "mixed": "different states in different cases",
+}
 
 
 @cache
@@ -103,6 +134,7 @@ def load_published() -> PublishedResults:
             commit=commit,
             protocol=str(raw["protocol"]),
             success_percent=percent,
+            state_fed=_state(raw),
         ))
     return PublishedResults(
         figures=tuple(figures),
@@ -110,3 +142,11 @@ def load_published() -> PublishedResults:
         not_published=dict(data.get("not_published") or {}),
         note=str(data["note"]),
     )
+
+
+def _state(raw: Mapping[str, Any]) -> str:
+    state = str(raw.get("state_fed"))
+    if state not in PUBLISHED_STATES:
+        raise ValueError(f"{PUBLISHED_FILE}: {raw['label']}: state_fed {state!r}, expected one "
+                         f"of {', '.join(PUBLISHED_STATES)}")
+    return state

@@ -112,6 +112,7 @@ class Recorder:
             mode=self.plan.mode,
             partial=self.plan.partial,
             selection=self.plan.selection.as_dict(),
+            state_fed=self.plan.profile.state_fed,
         )
 
     @pytest.hookimpl(trylast=True)

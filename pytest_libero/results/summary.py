@@ -43,13 +43,16 @@ def summarize(
     mode: str = "fast",
     partial: Sequence[str] = (),
     selection: Mapping[str, Any] | None = None,
+    state_fed: str | None = None,
     **identity: Any,
 ) -> dict[str, Any]:
     """Counts of every outcome class and rates per suite and overall.
 
     ``mode``, ``partial`` and ``selection`` are the plan's (``RunPlan.mode``,
     ``.partial``, ``.as_dict()["selection"]``); in full mode they add the per-task,
-    coverage and published-figure keys (:func:`full_mode_summary`).
+    coverage and published-figure keys (:func:`full_mode_summary`). ``state_fed`` is
+    what the profile fed as state (``proprio``, ``constant``, ``none``): kept in the
+    summary, and set beside published figures whose loop fed another state.
     """
     done = [records[c] for c in selected if c in records]
     outcomes = Counter(r["outcome"] for r in done)
@@ -72,8 +75,14 @@ def summarize(
         "unattempted": [c for c in selected if c not in records],
         "clipping": clipping_totals(done),
     }
+    if state_fed is not None:
+        # The records may know better (a served policy that said what it fed instead).
+        fed = {r["state_fed"] for r in done if r.get("state_fed")}
+        state_fed = fed.pop() if len(fed) == 1 else ("mixed" if fed else state_fed)
+        summary["state_fed"] = state_fed
     if mode == "full":
-        summary.update(full_mode_summary(selected, records, partial=partial, selection=selection))
+        summary.update(full_mode_summary(selected, records, partial=partial, selection=selection,
+                                         state_fed=state_fed))
     robustness = robustness_summary({r["case"]: r for r in done})
     if robustness is not None:
         summary["robustness"] = robustness
@@ -176,6 +185,7 @@ def full_mode_summary(
     *,
     partial: Sequence[str] = (),
     selection: Mapping[str, Any] | None = None,
+    state_fed: str | None = None,
 ) -> dict[str, Any]:
     """The full-mode keys of summary.json, over the cases this summary covers.
 
@@ -255,7 +265,7 @@ def full_mode_summary(
             "episodes": {"selected": len(cases), "errored": errored, "unattempted": unattempted},
             "comparable": not reasons,
             "not_comparable_because": reasons,
-            "published_figures": published.block(suite),
+            "published_figures": published.block(suite, state_fed),
         }
 
     four = list(published.average_suites)
@@ -269,7 +279,7 @@ def full_mode_summary(
                                 if all(r is not None for r in rates) else None),
         "pooled": success_rate(pooled),
         "comparable": all(s in suites and suites[s]["comparable"] for s in four),
-        "published_figures": published.block(AVERAGE),
+        "published_figures": published.block(AVERAGE, state_fed),
     }
     return {
         "mode": "full",

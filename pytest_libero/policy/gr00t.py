@@ -1,0 +1,237 @@
+"""A GR00T N1.6 policy server (ZeroMQ REQ/REP), seen through the policy contract.
+
+GR00T ships its own server: a ZeroMQ REP socket (default port 5555) answering msgpack
+requests ``{"endpoint": NAME, "data": {...}}`` (plus ``api_token`` when it was started
+with one) on the endpoints ``ping``, ``reset``, ``get_modality_config``, ``get_action``
+(data ``{"observation": ..., "options": null}``, reply ``[action_dict, info]``) and
+``kill``; a failure answers ``{"error": "..."}``. The wire is in ``gr00t_wire``, the key
+mapping in ``gr00t_layout``.
+
+Why a request is never answered by a stale reply: REQ/REP is strictly one request, one
+reply. A call that times out or loses its peer leaves its REQ socket waiting for a
+reply that may still come, so the socket is discarded (closed with linger 0) and never
+reused; the next call opens a new one. A socket monitor tells a server that went away
+(the TCP connection closed) apart from one that is slow, so a dead server errors its
+case as ``connection_lost`` at once instead of running out the call timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from pytest_libero.policy.contract import RAW_REPLY, Observation
+from pytest_libero.policy.gr00t_layout import Gr00tLayout
+from pytest_libero.policy.gr00t_wire import pack, unpack
+from pytest_libero.policy.websocket import (
+    CallTimeout,
+    ConnectionLost,
+    ProtocolViolation,
+    ServerError,
+    ServerUnavailable,
+)
+
+__all__ = ["Gr00tClient", "Gr00tPolicy"]
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest reply accepted (a chunk is a few kilobytes)."""
+POLL_S = 0.05
+TELL_AFTER_S = 0.5
+"""How long nothing may connect before a waiting caller is told so."""
+
+
+class Gr00tClient:
+    """One REQ socket at a time to a GR00T server, strictly request/reply."""
+
+    def __init__(self, endpoint: str, *, connect_timeout: float, call_timeout: float,
+                 api_token: str | None = None) -> None:
+        self.endpoint = endpoint
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.api_token = api_token
+        self.last_call_s: float | None = None
+        self._sock: zmq.Socket[bytes] | None = None
+        self._monitor: zmq.Socket[bytes] | None = None
+        self._up = False
+        self._down_since = 0.0
+
+    # ----------------------------------------------------------------- sockets
+
+    def _open(self) -> zmq.Socket[bytes]:
+        if self._sock is None:
+            sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+            try:
+                sock.connect(self.endpoint)
+            except zmq.ZMQError as exc:
+                self._sock = sock
+                self.close()
+                raise ServerUnavailable(f"{self.endpoint!r} is not a ZeroMQ address ({exc}); "
+                                        "give the GR00T server as tcp://HOST:PORT") from exc
+            self._sock, self._up, self._down_since = sock, False, time.monotonic()
+        return self._sock
+
+    def close(self) -> None:
+        """Discard the socket (and with it any reply still on its way); idempotent."""
+        sock, monitor, self._sock, self._monitor = self._sock, self._monitor, None, None
+        if sock is not None:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            sock.close(linger=0)
+        if monitor is not None:
+            monitor.close(linger=0)
+
+    def _lost_peer(self) -> bool:
+        """Read the monitor's events; True when the peer disconnected since last read."""
+        lost = False
+        while self._monitor is not None and self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)["event"]
+            if event == zmq.EVENT_CONNECTED:
+                self._up = True
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._up, self._down_since, lost = False, time.monotonic(), True
+        return lost
+
+    # ------------------------------------------------------------------- calls
+
+    def _send(self, name: str, data: Any) -> zmq.Socket[bytes]:
+        request: dict[str, Any] = {"endpoint": name}
+        if data is not None:
+            request["data"] = data
+        if self.api_token:
+            request["api_token"] = self.api_token
+        payload = pack(request)
+        sock = self._open()
+        self._lost_peer()  # what happened before this request is not its business
+        try:
+            sock.send(payload, zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            self.close()
+            raise ConnectionLost(f"the request to {name} at {self.endpoint} could not be "
+                                 f"queued ({exc})") from exc
+        return sock
+
+    def call(self, name: str, data: Any = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its decoded reply.
+
+        Raises CallTimeout (no reply within ``timeout``, default ``call_timeout``),
+        ConnectionLost (the server went away, or nothing connected within
+        ``connect_timeout``), ServerError (an ``{"error": ...}`` reply) and the wire's
+        errors. After a timeout or a lost peer the socket is discarded.
+        """
+        what = f"the GR00T server at {self.endpoint} ({name})"
+        sock = self._send(name, data)
+        start = time.monotonic()
+        deadline = start + (self.call_timeout if timeout is None else timeout)
+        while not sock.poll(int(POLL_S * 1000)):
+            now = time.monotonic()
+            if self._lost_peer():
+                self.close()
+                raise ConnectionLost(f"{what} closed the connection before replying (the "
+                                     "server process died or was stopped?)")
+            if not self._up and now - self._down_since > self.connect_timeout:
+                self.close()
+                raise ConnectionLost(f"nothing is connected at {self.endpoint} for {name}: "
+                                     f"no server accepted the connection within "
+                                     f"{self.connect_timeout:g}s")
+            if now >= deadline:
+                self.close()
+                raise CallTimeout(f"{what} did not reply within {deadline - start:g}s; the "
+                                  "socket is discarded so a late reply cannot answer a later "
+                                  "request")
+        message = sock.recv()
+        self.last_call_s = time.monotonic() - start
+        return _checked(unpack(message, what), what)
+
+    def wait_ready(self, wait_s: float,
+                   on_wait: Callable[[ServerUnavailable], None] | None = None) -> Any:
+        """``ping`` until the server answers, within ``wait_s``; returns its reply.
+
+        A server that is still loading has not bound its port yet: the request waits in
+        the socket's queue until it has. A peer that disconnects while we wait (a server
+        restarting) gets a fresh socket and a fresh ping.
+        """
+        start = time.monotonic()
+        deadline = start + max(wait_s, 0.0)
+        told = False
+        sock = self._send("ping", None)
+        while not sock.poll(int(POLL_S * 1000)):
+            now = time.monotonic()
+            if self._lost_peer():
+                self.close()
+                sock = self._send("ping", None)
+            if not told and on_wait is not None and not self._up and now - start > TELL_AFTER_S:
+                on_wait(ServerUnavailable(f"nothing answers at {self.endpoint} yet"))
+                told = True
+            if now >= deadline:
+                connected = self._up
+                self.close()
+                why = ("a peer accepted the connection but did not answer ping" if connected
+                       else "nothing accepted the connection")
+                raise ServerUnavailable(f"no GR00T server answered ping at {self.endpoint} "
+                                        f"after {now - start:.1f}s ({why})")
+        what = f"the GR00T server at {self.endpoint} (ping)"
+        return _checked(unpack(sock.recv(), what), what)
+
+    def __enter__(self) -> Gr00tClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _checked(reply: Any, what: str) -> Any:
+    if isinstance(reply, dict) and "error" in reply:
+        text = str(reply["error"])
+        raise ServerError(f"{what} answered with an error: {text}", traceback=text)
+    return reply
+
+
+class Gr00tPolicy:
+    """Implements the Policy protocol against a GR00T server.
+
+    Each episode starts on a new socket: ``ping`` (waiting up to ``wait_s``), then
+    ``get_modality_config`` (kept as the record's policy metadata) and ``reset``.
+    """
+
+    def __init__(self, endpoint: str, *, layout: Gr00tLayout, connect_timeout: float,
+                 call_timeout: float, wait_s: float, api_token: str | None = None) -> None:
+        self.endpoint = endpoint
+        self.layout = layout
+        self.wait_s = wait_s
+        self.client = Gr00tClient(endpoint, connect_timeout=connect_timeout,
+                                  call_timeout=call_timeout, api_token=api_token)
+        self.metadata: Mapping[str, Any] = {}
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.client.close()
+        ping = self.client.wait_ready(self.wait_s)
+        modality = self.client.call("get_modality_config")
+        self.client.call("reset", {"options": None})
+        self.resets += 1
+        self.metadata = {"server": "gr00t", "endpoint": self.endpoint, "ping": ping,
+                         "modality_config": modality}
+
+    def infer(self, observation: Observation) -> Mapping[str, Any]:
+        what = f"the GR00T server at {self.endpoint} (get_action)"
+        reply = self.client.call(
+            "get_action", {"observation": self.layout.encode(observation), "options": None}
+        )
+        if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], dict)):
+            raise ProtocolViolation(f"{what} answered a {type(reply).__name__}, not "
+                                    "[action_dict, info]")
+        actions: dict[Any, Any] = reply[0]
+        chunk = self.layout.decode(actions, what)
+        return {"actions": chunk, RAW_REPLY: {str(k): v for k, v in actions.items()}}
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,228 @@
+"""A GR00T-style policy server for tests, written from the documented protocol alone.
+
+It does not use ``pytest_libero.policy.gr00t_wire``: its own few lines speak the wire
+(msgpack maps; arrays as ``{"__ndarray_class__": true, "as_npy": np.save bytes}``;
+modality configs as ``{"__ModalityConfig_class__": true, "as_json": ...}``), so the
+client is tested against an independent implementation.
+
+Behaviour, as GR00T N1.6's ``PolicyServer``: one ZeroMQ REP socket on 127.0.0.1, one
+request at a time; ``{"endpoint": NAME, "data": {...}}`` (+ ``api_token``) on ``ping``,
+``reset``, ``get_modality_config``, ``get_action`` (reply ``[action_dict, info]``) and
+``kill``; a failure (an unknown endpoint, a handler that raises, a bad token) answers
+``{"error": "..."}``.
+
+Knobs (``hook(endpoint, data, count)`` where count numbers that endpoint's requests
+from 1): return None for normal behaviour, :class:`Raw` to send bytes as they are,
+:class:`Hang` to sleep before answering normally, :data:`DIE` to close the socket
+without answering (a crashed process), or anything else to send it as the reply.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+ACTION_KEYS = ("action.x", "action.y", "action.z", "action.roll", "action.pitch",
+               "action.yaw", "action.gripper")
+HORIZON = 16
+
+
+@dataclass
+class Raw:
+    data: bytes
+
+
+@dataclass
+class Hang:
+    seconds: float
+
+
+DIE = object()
+Hook = Callable[[str, Any, int], Any]
+
+
+def on(name: str, answer: Any, count: int | None = None) -> Hook:
+    """A hook that gives ``answer`` to the endpoint ``name`` (only its ``count``-th
+    request when given) and behaves normally otherwise."""
+    def hook(endpoint: str, data: Any, n: int) -> Any:
+        return answer if endpoint == name and count in (None, n) else None
+    return hook
+
+
+class Canary:
+    """Unpickling this creates ``path``: proof, by its absence, that nothing was."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (open, (str(self.path), "w"))
+
+
+def encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        buffer = io.BytesIO()
+        np.save(buffer, obj, allow_pickle=False)
+        return {"__ndarray_class__": True, "as_npy": buffer.getvalue()}
+    raise TypeError(f"cannot pack {type(obj).__name__}")
+
+
+def decode(obj: dict[Any, Any]) -> Any:
+    if "__ndarray_class__" in obj:
+        return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
+    return obj
+
+
+def server_pack(obj: Any) -> bytes:
+    data = msgpack.packb(obj, default=encode)
+    assert isinstance(data, bytes)
+    return data
+
+
+def server_unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, object_hook=decode)
+
+
+def modality_config() -> dict[str, Any]:
+    """What GR00T's LIBERO_PANDA embodiment reports, in its wire form."""
+    def config(keys: list[str], horizon: int = 1) -> dict[str, Any]:
+        return {"__ModalityConfig_class__": True,
+                "as_json": {"delta_indices": list(range(horizon)), "modality_keys": keys}}
+    return {
+        "video": config(["image", "wrist_image"]),
+        "state": config(["x", "y", "z", "roll", "pitch", "yaw", "gripper"]),
+        "action": config([k.split(".", 1)[1] for k in ACTION_KEYS], HORIZON),
+        "language": config(["annotation.human.action.task_description"]),
+    }
+
+
+def scripted_actions(call: int) -> dict[str, np.ndarray]:
+    """A distinct, in-range chunk per call: each axis (1, 16, 1) float32; the gripper
+    in [0, 1] crosses 0.5 so the gr00t_libero transform shows both signs."""
+    steps = np.arange(HORIZON, dtype=np.float32)
+    chunk = {key: ((i + 1) * 0.01 + 0.001 * steps + 0.1 * call).reshape(1, HORIZON, 1)
+             for i, key in enumerate(ACTION_KEYS[:-1])}
+    gripper = np.where(steps % 3 == 0, 0.9, 0.2).astype(np.float32)
+    chunk["action.gripper"] = gripper.reshape(1, HORIZON, 1)
+    return {k: v.astype(np.float32) for k, v in chunk.items()}
+
+
+class Gr00tReferenceServer:
+    """Runs the server in a background thread; see the module doc."""
+
+    def __init__(self, hook: Hook | None = None, *, port: int = 0,
+                 api_token: str | None = None) -> None:
+        self.hook = hook
+        self.requested_port = port
+        self.api_token = api_token
+        self.requests: list[dict[str, Any]] = []
+        """Every decoded request, in arrival order."""
+        self.actions: list[dict[str, np.ndarray]] = []
+        """Every action dict sent in answer to get_action, in order."""
+        self.counts: dict[str, int] = {}
+        self.port: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError("server not started")
+        return f"tcp://127.0.0.1:{self.port}"
+
+    def endpoints(self) -> list[str]:
+        return [r["endpoint"] for r in self.requests]
+
+    def start(self) -> Gr00tReferenceServer:
+        self._thread = threading.Thread(target=self._run, name="gr00t-reference-server",
+                                        daemon=True)
+        self._thread.start()
+        if not self._ready.wait(5):
+            raise RuntimeError("the GR00T reference server did not start")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> Gr00tReferenceServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        context = zmq.Context()
+        sock = context.socket(zmq.REP)
+        sock.setsockopt(zmq.LINGER, 0)
+        if self.requested_port:
+            sock.bind(f"tcp://127.0.0.1:{self.requested_port}")
+            self.port = self.requested_port
+        else:
+            self.port = sock.bind_to_random_port("tcp://127.0.0.1")
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if not sock.poll(50):
+                    continue
+                reply = self._answer(sock.recv())
+                if reply is DIE:
+                    return
+                assert isinstance(reply, bytes)
+                sock.send(reply)
+        finally:
+            sock.close(linger=0)
+            context.term()
+
+    def _answer(self, message: bytes) -> object:
+        try:
+            request = server_unpack(message)
+            self.requests.append(request)
+            if self.api_token is not None and request.get("api_token") != self.api_token:
+                return server_pack({"error": "Unauthorized: Invalid API token"})
+            endpoint = request.get("endpoint", "get_action")
+            count = self.counts[endpoint] = self.counts.get(endpoint, 0) + 1
+            data = request.get("data")
+            special = self.hook(endpoint, data, count) if self.hook is not None else None
+            if special is DIE:
+                return DIE
+            if isinstance(special, Raw):
+                return special.data
+            if isinstance(special, Hang):
+                time.sleep(special.seconds)
+                special = None
+            if special is not None:
+                return server_pack(special)
+            return server_pack(self._default(endpoint, data, count))
+        except Exception as exc:  # noqa: BLE001 - the server answers every failure
+            return server_pack({"error": f"{type(exc).__name__}: {exc}"})
+
+    def _default(self, endpoint: str, data: Any, count: int) -> Any:
+        if endpoint == "ping":
+            return {"status": "ok", "message": "Server is running"}
+        if endpoint == "kill":
+            self._stop.set()
+            return {}
+        if endpoint == "reset":
+            return {}
+        if endpoint == "get_modality_config":
+            return modality_config()
+        if endpoint == "get_action":
+            if not isinstance(data, dict) or set(data) != {"observation", "options"}:
+                raise ValueError(f"get_action data must be {{observation, options}}, got {data!r}")
+            actions = scripted_actions(count)
+            self.actions.append(actions)
+            return [actions, {}]
+        raise ValueError(f"Unknown endpoint: {endpoint}")
