@@ -22,6 +22,7 @@ from pytest_libero.policy.factory import build_inprocess
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
+from pytest_libero.policy.websocket import address_problem
 from pytest_libero.protocol.budgets import StopRule
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
@@ -83,9 +84,18 @@ class Profile:
     ) -> Profile:
         """The same profile with the operator's settings layered on top."""
         changes: dict[str, Any] = {}
+        served = self.transport == "websocket"
         if options:
+            if served:
+                raise SetupError(f"--libero-policy-option: profile {self.name!r} is served "
+                                 "(transport websocket); its options belong to the server")
             changes["options"] = {**self.options, **options}
         if endpoint is not None:
+            if not served:
+                raise SetupError(f"--libero-endpoint: profile {self.name!r} runs its policy "
+                                 "in-process; an endpoint needs a websocket profile")
+            if (problem := address_problem(endpoint)) is not None:
+                raise SetupError(f"--libero-endpoint: {problem}; give ws://HOST:PORT")
             changes["endpoint"] = endpoint
         if call_timeout is not None:
             changes["call_timeout"] = call_timeout
@@ -121,7 +131,8 @@ class Profile:
                 call_timeout=self.call_timeout,
                 wait_s=self.wait_s,
             )
-        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})")
+        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})",
+                               out_of_bounds=self.out_of_bounds)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -184,7 +195,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         if "factory" in policy or "options" in policy:
             check.fail("policy.factory", "set", "only with transport = 'inprocess'")
     endpoint = policy.get("endpoint")
-    if endpoint is not None and not (isinstance(endpoint, str) and endpoint.startswith(("ws://", "wss://"))):
+    if endpoint is not None and address_problem(endpoint) is not None:
         check.fail("policy.endpoint", repr(endpoint), "a ws://HOST:PORT address")
     options = check.table(policy, "options", required=False)
     budget = check.table(raw, "budget", required=False)
@@ -241,7 +252,7 @@ def _layout(check: _Checker, table: Mapping[str, Any]) -> RequestLayout:
             check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
         try:
             constants[key] = np.asarray(spec["values"], dtype=spec["dtype"])
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
     try:
         return RequestLayout(
@@ -267,6 +278,8 @@ def _launch(check: _Checker, table: Any, source: str) -> Launch | None:
     env = check.table(table, "env", required=False)
     if not all(isinstance(v, str) for v in env.values()):
         check.fail("launch.env", repr(dict(env)), "string values")
+    if "cwd" in table:
+        check.string(table, "cwd", "launch.")
     base = Path(source).parent if not source.startswith("builtin:") else Path.cwd()
     return Launch(
         command=tuple(command),
