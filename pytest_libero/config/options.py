@@ -225,6 +225,15 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     return rate
 
 
+def run_id(config: pytest.Config) -> str | None:
+    """The operator's run id: one folder name, so the run stays under its results root."""
+    value = option_value(config, "run-id")
+    if value is not None and (value in (".", "..") or "/" in value or "\\" in value):
+        raise SetupError(f"--libero-run-id={value!r}: a run id names one folder (no '/', "
+                         "not '.' or '..'), e.g. --libero-run-id=nightly-42")
+    return None if value is None else str(value)
+
+
 def isolation(config: pytest.Config) -> str:
     mode = option_value(config, "isolation")
     if mode not in ("process", "none"):

@@ -9,7 +9,6 @@ out of all flips is a binomial tail with p = 1/2.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import comb
@@ -19,6 +18,7 @@ from typing import Any
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import read_results
+from pytest_libero.results.merge import load_run
 from pytest_libero.results.summary import COMPLETED, SAFETY_CLASSES
 
 
@@ -141,15 +141,14 @@ def evaluate_gates(
     return verdicts
 
 
-def load_baseline(run_dir: Path, expected: str) -> dict[str, CaseRecord]:
+def load_baseline(
+    run_dir: Path, expected: str, option: str = "--libero-baseline"
+) -> dict[str, CaseRecord]:
     """Records of an earlier run, refused unless it ran the same protocol (and mode)."""
-    run_json = run_dir / "run.json"
-    if not run_json.is_file():
-        raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
-    identity = json.loads(run_json.read_text())["protocol_identity"]
+    identity = load_run(run_dir, option, plan=False)["protocol_identity"]
     if identity != expected:
         raise SetupError(
-            f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
+            f"{option}={run_dir} ran protocol {identity}, this run is "
             f"{expected}; results of different protocols cannot be compared"
         )
     return {r["case"]: r for r in read_results(run_dir)}
