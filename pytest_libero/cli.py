@@ -109,6 +109,10 @@ def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    for flag, rate in (("--min-success", args.min_success), ("--baseline-alpha", args.baseline_alpha),
+                       ("--min-safe-success", args.min_safe_success)):
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            parser.exit(2, f"pytest-libero merge: {flag} {rate:g} must be a number between 0 and 1\n")
     try:
         # The baseline is checked before anything is written: a refusal leaves no folder.
         baseline = (load_baseline(args.baseline, load_run(args.folders[0])["protocol_identity"],
@@ -148,6 +152,9 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         thresholds = thresholds_from(overrides)
         load_run(args.run_dir)  # a folder without run.json is refused as merge and verify do
         records = read_results(args.run_dir)
+        if not records:
+            raise SetupError(f"{args.run_dir} has no finished case (its results.jsonl holds "
+                             "none: the run was stopped before its first case ended)")
     except (ValueError, SetupError) as exc:
         parser.exit(2, f"pytest-libero safety: {exc}\n")
     same = checked = 0

@@ -137,6 +137,8 @@ def option_value(config: pytest.Config, name: str) -> Any:
     option's default."""
     dest = "libero_" + name.replace("-", "_")
     value = config.getoption(dest)
+    if value == "":  # --libero-x= with an unset shell variable, say: never a silent default
+        raise SetupError(f"--libero-{name}= is empty; give it a value or leave it out")
     if value is None:
         value = config.getini(dest)
     return value if value not in ("", []) else DEFAULTS[name]
