@@ -110,6 +110,6 @@ def read_results(path: Path) -> list[CaseRecord]:
         return [record_from_json(line) for line in read_jsonl(results)]
     except CorruptLine as exc:
         raise SetupError(f"{exc}; results.jsonl is damaged beyond a torn last line") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not a record, or not UTF-8
         raise SetupError(f"{results}: {exc}; results.jsonl is damaged beyond a torn last "
                          "line") from None

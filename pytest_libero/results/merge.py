@@ -64,7 +64,7 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     if not isinstance(run, dict):
         missing = list(_RUN_KEYS)
     elif not plan:
-        missing = [k for k in _RUN_KEYS[:1] if k not in run]
+        missing = [k for k in ("protocol_identity",) if k not in run]
     elif not isinstance(run.get("plan"), dict):
         missing = [k for k in _RUN_KEYS if k not in run] or ["plan as a table"]
     else:
