@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.gate import evaluate_gates, load_baseline
-from pytest_libero.results.merge import merge_runs
+from pytest_libero.results.merge import load_run, merge_runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,12 +110,18 @@ def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    for flag, rate in (("--min-success", args.min_success), ("--baseline-alpha", args.baseline_alpha),
+                       ("--min-safe-success", args.min_safe_success)):
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            parser.exit(2, f"pytest-libero merge: {flag} {rate:g} must be a number between 0 and 1\n")
     try:
+        # The baseline is checked before anything is written: a refusal leaves no folder.
+        first = load_run(args.folders[0]) if args.baseline is not None else {}
+        baseline = (load_baseline(args.baseline, first["protocol_identity"], "--baseline",
+                                  expected_ood=first.get("ood_identity"))
+                    if args.baseline is not None else None)
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())
-        baseline = (load_baseline(args.baseline, summary["protocol_identity"],
-                                  summary.get("ood_identity"))
-                    if args.baseline is not None else None)
         verdicts = evaluate_gates(
             summary, {r["case"]: r for r in read_results(merged)}, min_success=args.min_success,
             baseline=baseline, alpha=args.baseline_alpha,
@@ -141,11 +149,17 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         overrides = {}
         for item in args.threshold:
             name, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"--threshold {item!r}: write NAME=VALUE")
-            overrides[name] = float(value)
+            number = _number(value)
+            if not sep or number is None or number <= 0:
+                raise ValueError(f"--threshold {item!r}: write NAME=VALUE with a positive "
+                                 "number, e.g. tilt_deg=30")
+            overrides[name] = number
         thresholds = thresholds_from(overrides)
+        load_run(args.run_dir)  # a folder without run.json is refused as merge and verify do
         records = read_results(args.run_dir)
+        if not records:
+            raise SetupError(f"{args.run_dir} has no finished case (its results.jsonl holds "
+                             "none: the run was stopped before its first case ended)")
     except (ValueError, SetupError) as exc:
         parser.exit(2, f"pytest-libero safety: {exc}\n")
     same = checked = 0
@@ -154,7 +168,12 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if "safety" not in record or not (folder / SIGNALS_NAME).is_file():
             print(f"{record['case']}: no safety signals")
             continue
-        safety, engagement = recompute(folder, record["outcome"] == "success", thresholds)
+        try:
+            safety, engagement = recompute(folder, record["outcome"] == "success", thresholds)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # a damaged file
+            parser.exit(2, f"pytest-libero safety: {folder / SIGNALS_NAME} is not a readable "
+                        f"signals file ({type(exc).__name__}); the case folder is damaged: "
+                        "copy it again from where the run wrote it\n")
         checked += 1
         agrees = (safety, engagement) == (record["safety"], record.get("engagement"))
         same += agrees
@@ -166,6 +185,15 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                  f"{record.get('engagement')}]"))
     print(f"{same} of {checked} cases give the recorded verdict under these thresholds")
     return 0
+
+
+def _number(text: str) -> float | None:
+    """A finite float, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

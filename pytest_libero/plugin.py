@@ -16,7 +16,14 @@ import pytest
 
 from pytest_libero.adapters import load_adapter
 from pytest_libero.config import options
-from pytest_libero.config.options import build_plan, gates, isolation, option_value, watchdog
+from pytest_libero.config.options import (
+    build_plan,
+    gates,
+    isolation,
+    option_value,
+    run_id,
+    watchdog,
+)
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.profiles import SERVED
 from pytest_libero.config.workers import (
@@ -43,7 +50,7 @@ from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
 from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
-from pytest_libero.results.folder import RunFolder, read_results
+from pytest_libero.results.folder import read_results
 from pytest_libero.results.merge import load_run, run_difference
 from pytest_libero.results.recorder import Recorder, run_identity
 
@@ -86,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
             return
         isolation(config)
         watchdog(config, plan)
+        run_id(config)
         if is_controller:
             from pytest_libero.catalog.inventory import load_inventory, verify_entries
 
@@ -141,18 +149,17 @@ def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
             clashing.append("--libero-results")
         if clashing:
             raise SetupError(f"--libero-resume continues its own folder; drop {', '.join(clashing)}")
-        folder = RunFolder(Path(resume), resume=True)
-        previous = load_run(folder.path)
+        previous = load_run(Path(resume), "--libero-resume")  # checked before it is changed
         difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
         if difference:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {difference}")
-        finished = {r["case"] for r in read_results(folder.path)}
+        finished = {r["case"] for r in read_results(Path(resume))}
         plan = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
-        return Recorder.resume(plan, folder, gates(config))
+        return Recorder.resume(plan, Path(resume), gates(config))
     root = Path(option_value(config, "results"))
     if not root.is_absolute():
         root = config.invocation_params.dir / root
-    return Recorder.start(plan, root, option_value(config, "run-id"), gates(config))
+    return Recorder.start(plan, root, run_id(config), gates(config))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -151,6 +151,9 @@ def verify_run(
     """Verify the run folder's cases (all, or ``cases``); write verify.json; return both."""
     run = load_run(run_dir)
     records = {r["case"]: r for r in read_results(run_dir)}
+    if not records:
+        raise SetupError(f"{run_dir} has no finished case to verify (its results.jsonl holds "
+                         "none: the run was stopped before its first case ended)")
     unknown = [c for c in cases if c not in records]
     if unknown:
         raise SetupError(f"{run_dir} has no record of {', '.join(unknown)}; its cases: "

@@ -69,8 +69,11 @@ def parse_task_ids(text: str, option: str = "--libero-task-ids") -> tuple[int, .
             continue
         try:
             if "-" in part:
-                lo, hi = part.split("-", 1)
-                ids.update(range(int(lo), int(hi) + 1))
+                lo, hi = (int(end) for end in part.split("-", 1))
+                if hi < lo:
+                    raise SetupError(f"{option}: the range {part!r} runs backwards; write "
+                                     f"it low-high, e.g. {hi}-{lo}")
+                ids.update(range(lo, hi + 1))
             else:
                 ids.add(int(part))
         except ValueError:

@@ -142,6 +142,8 @@ def option_value(config: pytest.Config, name: str) -> Any:
     option's default."""
     dest = "libero_" + name.replace("-", "_")
     value = config.getoption(dest)
+    if value == "":  # --libero-x= with an unset shell variable, say: never a silent default
+        raise SetupError(f"--libero-{name}= is empty; give it a value or leave it out")
     if value is None:
         value = config.getini(dest)
     return value if value not in ("", []) else DEFAULTS[name]
@@ -230,6 +232,15 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     if not 0.0 <= rate <= 1.0:
         raise SetupError(f"--libero-{name}={value!r} must be a number between 0 and 1")
     return rate
+
+
+def run_id(config: pytest.Config) -> str | None:
+    """The operator's run id: one folder name, so the run stays under its results root."""
+    value = option_value(config, "run-id")
+    if value is not None and (value in (".", "..") or "/" in value or "\\" in value):
+        raise SetupError(f"--libero-run-id={value!r}: a run id names one folder (no '/', "
+                         "not '.' or '..'), e.g. --libero-run-id=nightly-42")
+    return None if value is None else str(value)
 
 
 def isolation(config: pytest.Config) -> str:

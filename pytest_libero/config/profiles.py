@@ -25,6 +25,7 @@ from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
+from pytest_libero.policy.websocket import address_problem
 from pytest_libero.protocol.budgets import StopRule
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
@@ -115,11 +116,24 @@ class Profile:
         """The same profile with the operator's settings layered on top."""
         changes: dict[str, Any] = {}
         if options:
+            if self.transport == "websocket":
+                raise SetupError(f"--libero-policy-option: profile {self.name!r} is served "
+                                 "(transport websocket); its options belong to the server")
             changes["options"] = {**self.options, **options}
             if self.gr00t is not None:
                 changes["gr00t"] = replace(self.gr00t, state=_state_from_options(
                     self, self.gr00t.state, changes["options"]))
         if endpoint is not None:
+            if self.transport not in SERVED:
+                raise SetupError(f"--libero-endpoint: profile {self.name!r} runs its policy "
+                                 "in-process; an endpoint needs a websocket profile (or a gr00t "
+                                 "one)")
+            scheme = _ENDPOINT_SCHEMES[self.transport][0]
+            problem = (address_problem(endpoint) if self.transport == "websocket"
+                       else None if endpoint.startswith(scheme)
+                       else f"{endpoint!r} is not a ZeroMQ address")
+            if problem is not None:
+                raise SetupError(f"--libero-endpoint: {problem}; give {scheme}HOST:PORT")
             changes["endpoint"] = endpoint
         if call_timeout is not None:
             changes["call_timeout"] = call_timeout
@@ -166,7 +180,8 @@ class Profile:
                                connect_timeout=self.connect_timeout,
                                call_timeout=self.call_timeout, wait_s=self.wait_s,
                                api_token=self.api_token)
-        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})")
+        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})",
+                               out_of_bounds=self.out_of_bounds)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -237,10 +252,11 @@ def parse_profile(data: bytes, source: str) -> Profile:
         if "api_token_env" in policy and transport != "gr00t":
             check.fail("policy.api_token_env", "set", "only with transport = 'gr00t'")
     endpoint = policy.get("endpoint")
-    schemes = _ENDPOINT_SCHEMES.get(transport, ())
-    if endpoint is not None and not (isinstance(endpoint, str) and endpoint.startswith(schemes)):
-        scheme = schemes[0] if schemes else "ws://"
-        check.fail("policy.endpoint", repr(endpoint), f"a {scheme}HOST:PORT address")
+    schemes = _ENDPOINT_SCHEMES.get(transport, _ENDPOINT_SCHEMES["websocket"])
+    if endpoint is not None:
+        wrong = not (isinstance(endpoint, str) and endpoint.startswith(schemes))
+        if wrong or (schemes == _ENDPOINT_SCHEMES["websocket"] and address_problem(endpoint)):
+            check.fail("policy.endpoint", repr(endpoint), f"a {schemes[0]}HOST:PORT address")
     options = check.table(policy, "options", required=False)
     budget = check.table(raw, "budget", required=False)
     check.keys(budget, _BUDGET_KEYS, "budget.")
@@ -344,7 +360,7 @@ def _constant(check: _Checker, where: str, spec: Mapping[str, Any]) -> np.ndarra
         check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
     try:
         return np.asarray(spec["values"], dtype=spec["dtype"])
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
 
 
@@ -414,6 +430,8 @@ def _launch(check: _Checker, table: Any, source: str) -> Launch | None:
     env = check.table(table, "env", required=False)
     if not all(isinstance(v, str) for v in env.values()):
         check.fail("launch.env", repr(dict(env)), "string values")
+    if "cwd" in table:
+        check.string(table, "cwd", "launch.")
     base = Path(source).parent if not source.startswith("builtin:") else Path.cwd()
     return Launch(
         command=tuple(command),

@@ -6,15 +6,23 @@ factory is imported, called and refused the same way everywhere.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
+from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
 
 
-def build_inprocess(factory_path: str, options: Mapping[str, Any], owner: str) -> Any:
-    """Import ``module:callable`` and call it with the options."""
+def build_inprocess(
+    factory_path: str, options: Mapping[str, Any], owner: str, *, out_of_bounds: str | None = None
+) -> Any:
+    """Import ``module:callable`` and call it with the options.
+
+    A factory with an ``out_of_bounds`` parameter is told the run's rule, so a policy
+    that reads its actions from a file (replay) can check them as the run will.
+    """
     module, _, attribute = factory_path.partition(":")
     try:
         factory = getattr(import_module(module), attribute)
@@ -23,12 +31,29 @@ def build_inprocess(factory_path: str, options: Mapping[str, Any], owner: str) -
             f"{owner}: policy.factory {factory_path!r} cannot be imported ({exc}); "
             "give an importable 'module:callable'"
         ) from exc
+    if out_of_bounds is not None and _takes(factory, "out_of_bounds"):
+        options = {**options, "out_of_bounds": out_of_bounds}
     try:
-        return factory(**options)
+        policy = factory(**options)
     except (TypeError, ValueError, OSError) as exc:
         raise SetupError(
             f"{owner}: {factory_path} rejected the policy options {dict(options)}: {exc}"
         ) from exc
+    if not isinstance(policy, Policy):
+        missing = [m for m in ("metadata", "reset", "infer", "close") if not hasattr(policy, m)]
+        raise SetupError(
+            f"{owner}: {factory_path} returned a {type(policy).__name__}, not a policy (it "
+            f"lacks {', '.join(missing)}); the factory must return an object with metadata, "
+            "reset(), infer(observation) and close()"
+        )
+    return policy
+
+
+def _takes(factory: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def parse_policy_options(items: list[str] | None) -> dict[str, Any]:

@@ -458,16 +458,27 @@ def _shutdown(ws: ClientConnection) -> None:
         pass
 
 
+def address_problem(uri: object) -> str | None:
+    """Why ``uri`` is not a ws://HOST:PORT address (None when it is one)."""
+    if not isinstance(uri, str):
+        return f"{uri!r} is not a websocket address"
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        return f"{uri!r} is not a websocket address"
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:  # not a number, or out of range
+        return f"{uri!r} has no valid port"
+    return None
+
+
 def health_url(uri: str) -> str:
     """``ws://h:p/...`` -> ``http://h:p/healthz`` (``wss`` -> ``https``)."""
-    parts = urllib.parse.urlsplit(uri)
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme)
-    if scheme is None or not parts.netloc:
-        raise ServerUnavailable(
-            f"{uri!r} is not a websocket address; give the policy server as "
-            "ws://HOST:PORT"
-        )
-    return urllib.parse.urlunsplit((scheme, parts.netloc, "/healthz", "", ""))
+    problem = address_problem(uri)
+    if problem is not None:
+        raise ServerUnavailable(f"{problem}; give the policy server as ws://HOST:PORT")
+    scheme = "https" if uri.startswith("wss") else "http"
+    return urllib.parse.urlunsplit((scheme, urllib.parse.urlsplit(uri).netloc, "/healthz", "", ""))
 
 
 def check_health(uri: str, timeout: float) -> None:

@@ -67,9 +67,13 @@ def write_config(path: Path) -> Path:
             f"{path} exists and was not written by pytest-libero; it is left as it is: "
             "pass --config with another path"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps(allure3_config(), indent=2)
-    path.write_text(f"{HEADER}export default {body};\n", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{HEADER}export default {body};\n", encoding="utf-8")
+    except OSError as exc:
+        raise SetupError(f"--config {path}: cannot write it ({exc.strerror or exc}); give a "
+                         "file path in a folder this user can write") from None
     return path
 
 

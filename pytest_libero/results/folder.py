@@ -45,12 +45,17 @@ class RunFolder:
             set_aside_torn_line(path / "results.jsonl")
         else:
             try:
-                self.path.mkdir(parents=True, exist_ok=False)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.mkdir()
             except FileExistsError:
+                if not self.path.parent.is_dir():
+                    raise _unwritable(self.path, "a file is in the way") from None
                 raise SetupError(
                     f"run folder {self.path} already exists; a run never overwrites another. "
                     "Choose another --libero-run-id, leave it unset, or --libero-resume it"
                 ) from None
+            except OSError as exc:
+                raise _unwritable(self.path, exc.strerror or str(exc)) from None
         self._results: TextIO = (self.path / "results.jsonl").open("a", encoding="utf-8")
 
     def write_json(self, name: str, data: Any) -> Path:
@@ -63,6 +68,12 @@ class RunFolder:
 
     def close(self) -> None:
         self._results.close()
+
+
+def _unwritable(path: Path, reason: str) -> SetupError:
+    return SetupError(f"cannot create the run folder {path} ({reason}); give a results "
+                      "location that is a folder this user can write (--libero-results, "
+                      "or merge's --out)")
 
 
 def set_aside_torn_line(results: Path) -> Path | None:
@@ -91,7 +102,14 @@ def set_aside_torn_line(results: Path) -> Path | None:
 
 def read_results(path: Path) -> list[CaseRecord]:
     """Read results.jsonl (a torn last line, left by a killed writer, is ignored)."""
+    results = path / "results.jsonl"
+    if not results.is_file():
+        raise SetupError(f"{path} has no results.jsonl: not a run folder, or an incomplete "
+                         "copy of one (a run creates it before its first case)")
     try:
-        return [record_from_json(line) for line in read_jsonl(path / "results.jsonl")]
-    except (CorruptLine, ValueError) as exc:
+        return [record_from_json(line) for line in read_jsonl(results)]
+    except CorruptLine as exc:
         raise SetupError(f"{exc}; results.jsonl is damaged beyond a torn last line") from None
+    except ValueError as exc:  # not a record, or not UTF-8
+        raise SetupError(f"{results}: {exc}; results.jsonl is damaged beyond a torn last "
+                         "line") from None

@@ -9,7 +9,6 @@ out of all flips is a binomial tail with p = 1/2.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
+from pytest_libero.results.merge import load_run
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.summary import SAFETY_CLASSES
 
@@ -133,18 +133,18 @@ def evaluate_gates(
     return verdicts
 
 
-def load_baseline(run_dir: Path, expected: str, expected_ood: str | None = None) -> dict[str, CaseRecord]:
+def load_baseline(
+    run_dir: Path, expected: str, option: str = "--libero-baseline",
+    expected_ood: str | None = None,
+) -> dict[str, CaseRecord]:
     """Records of an earlier run, refused unless it ran the same protocol (and mode) and,
     where both runs hold OOD cases, the same OOD catalog (``ood_identity``)."""
-    run_json = run_dir / "run.json"
-    if not run_json.is_file():
-        raise SetupError(f"--libero-baseline={run_dir}: no run.json there; give a run folder")
-    run = json.loads(run_json.read_text())
+    run = load_run(run_dir, option, plan=False)
     for identity, mine in ((run["protocol_identity"], expected),
                            (run.get("ood_identity"), expected_ood)):
         if identity is not None and mine is not None and identity != mine:
             raise SetupError(
-                f"--libero-baseline={run_dir} ran protocol {identity}, this run is "
+                f"{option}={run_dir} ran protocol {identity}, this run is "
                 f"{mine}; results of different protocols cannot be compared"
             )
     return {r["case"]: r for r in read_results(run_dir)}

@@ -44,12 +44,38 @@ def run_difference(run: dict[str, Any], other: dict[str, Any], *, same_shard: bo
     return None
 
 
-def load_run(folder: Path) -> dict[str, Any]:
+_RUN_KEYS = ("protocol_identity", "plan")
+_PLAN_KEYS = ("profile", "selection", "selection_cases", "shard", "budget_mode",
+              "max_policy_calls", "replan_interval", "track", "evidence_class")
+
+
+def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, Any]:
+    """run.json of a run folder, refused (naming ``option`` and the folder) when it is
+    missing, not JSON, or lacks what merging and resuming read (with ``plan=False``,
+    only the protocol identity a baseline is compared by)."""
+    where = f"{option}={folder}" if option else str(folder)
     path = folder / "run.json"
     if not path.is_file():
-        raise SetupError(f"{folder} is not a run folder (no run.json)")
-    run: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return run
+        raise SetupError(f"{where}: not a run folder (no run.json)")
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SetupError(f"{where}: run.json is damaged, not JSON ({exc}); the folder cannot "
+                         "be used") from None
+    if not isinstance(run, dict):
+        missing = list(_RUN_KEYS)
+    elif not plan:
+        missing = [k for k in ("protocol_identity",) if k not in run]
+    elif not isinstance(run.get("plan"), dict):
+        missing = [k for k in _RUN_KEYS if k not in run] or ["plan as a table"]
+    else:
+        missing = [k for k in _RUN_KEYS if k not in run]
+        missing += [f"plan.{k}" for k in _PLAN_KEYS if k not in run["plan"]]
+    if missing:
+        raise SetupError(f"{where}: run.json lacks {', '.join(missing)}; it was not written "
+                         "by pytest-libero, or it is damaged")
+    checked: dict[str, Any] = run
+    return checked
 
 
 def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:

@@ -44,13 +44,15 @@ from pytest_libero.safety.verdict import monitor_identity
 class Recorder:
     """Owns the run folder for one session on the controller."""
 
-    def __init__(self, plan: RunPlan, folder: RunFolder, gates: Gates) -> None:
+    def __init__(
+        self, plan: RunPlan, folder: RunFolder, gates: Gates,
+        baseline: dict[str, CaseRecord] | None = None,
+    ) -> None:
         self.plan = plan
         self.folder = folder
         self.gates = gates
-        self.baseline = (load_baseline(gates.baseline, plan.identity, plan.ood_identity)
-                         if gates.baseline is not None else None)
-        """The baseline run's records, read (and checked) before any case runs."""
+        self.baseline = baseline
+        """The baseline run's records, read (and checked) before the run folder is touched."""
         self.records: dict[str, CaseRecord] = {}
         self.verdicts: list[Verdict] = []
         self.write_errors: list[str] = []
@@ -67,16 +69,22 @@ class Recorder:
 
     @classmethod
     def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates) -> Recorder:
+        baseline = _baseline(plan, gates)
         path = run_folder_path(root, plan.profile.name, run_id or new_run_id(), plan.shard)
         folder = RunFolder(path)
         folder.write_json("run.json", run_identity(plan, run_id_of(path)))
-        return cls(plan, folder, gates)
+        return cls(plan, folder, gates, baseline)
 
     @classmethod
-    def resume(cls, plan: RunPlan, folder: RunFolder, gates: Gates) -> Recorder:
-        """Continue a run in its own folder; what it finished counts, nothing reruns."""
-        recorder = cls(plan, folder, gates)
-        recorder.records = {r["case"]: r for r in read_results(folder.path)}
+    def resume(cls, plan: RunPlan, path: Path, gates: Gates) -> Recorder:
+        """Continue a run in its own folder; what it finished counts, nothing reruns.
+
+        Everything that can refuse is read before the folder is changed at all."""
+        baseline = _baseline(plan, gates)
+        records = {r["case"]: r for r in read_results(path)}
+        folder = RunFolder(path, resume=True)
+        recorder = cls(plan, folder, gates, baseline)
+        recorder.records = records
         kept = [str(p.relative_to(folder.path)) for e in plan.entries
                 if (p := _set_aside(folder.path / "cases" / e.case_id)) is not None]
         run = json.loads((folder.path / "run.json").read_text(encoding="utf-8"))
@@ -132,6 +140,12 @@ class Recorder:
             # With a gate, the gate decides: a checkpoint below 100% still passes CI.
             passed = all(v.passed for v in self.verdicts)
             session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
+
+
+def _baseline(plan: RunPlan, gates: Gates) -> dict[str, CaseRecord] | None:
+    if gates.baseline is None:
+        return None
+    return load_baseline(gates.baseline, plan.identity, expected_ood=plan.ood_identity)
 
 
 def _set_aside(case_dir: Path) -> Path | None:
