@@ -117,8 +117,9 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         # The baseline is checked before anything is written: a refusal leaves no folder.
         first = load_run(args.folders[0]) if args.baseline is not None else {}
+        extra = {k: first[k] for k in ("ood_identity", "perturb_identity") if first.get(k)}
         baseline = (load_baseline(args.baseline, first["protocol_identity"], "--baseline",
-                                  expected_ood=first.get("ood_identity"))
+                                  extra=extra)
                     if args.baseline is not None else None)
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())

@@ -159,5 +159,6 @@ def test_a_baseline_with_another_ood_catalog_is_refused(tmp_path: Path) -> None:
         "protocol_identity": protocol_identity("fast"), "ood_identity": "libero-ood-v1:" + "0" * 32}))
     (tmp_path / "results.jsonl").write_text("")
     with pytest.raises(SetupError, match="libero-ood-v1:0000"):
-        load_baseline(tmp_path, protocol_identity("fast"), expected_ood=ood_identity("fast"))
+        load_baseline(tmp_path, protocol_identity("fast"),
+                      extra={"ood_identity": ood_identity("fast")})
     assert load_baseline(tmp_path, protocol_identity("fast")) == {}  # no OOD case here

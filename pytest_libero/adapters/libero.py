@@ -28,6 +28,9 @@ from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
+from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
+from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS
+from pytest_libero.perturb.scene import change_lights, corrupt, move_camera, offset_joints
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -108,6 +111,7 @@ class KeptEnvironment:
         """Whether ``entry`` is this task at a later state, under the same horizon."""
         return (
             entry.state is not None
+            and entry.perturbation is None
             and entry.bddl_file == self.bddl_file
             and horizon == self.horizon
             and entry.state >= self.resets
@@ -152,6 +156,7 @@ class LiberoEpisode:
         self._obs: dict[str, Any] = {}
         self._keep = keep
         self._kept: KeptEnvironment | None = None
+        self._noise: Perturbation | None = None
         try:
             self._build(control_cap, kept)
         except Exception as exc:
@@ -204,9 +209,17 @@ class LiberoEpisode:
             self.identity["schedule"] = replay_resets(index, self._env.reset, made=made,
                                                       kept_from=kept_from)
         self._env.reset()
+        perturbation = self.entry.perturbation
+        if perturbation is not None and perturbation[0] in ("camera", "light"):
+            self._perturb_model(*perturbation)  # after the reset: a hard reset recompiles
         if self.render == "consumed":
             self._install_gates()
         self._obs = self._env.set_init_state(state)
+        if perturbation is not None and perturbation[0] == "robot":
+            self._offset_robot(perturbation[1])
+        if perturbation is not None and perturbation[0] == "noise":
+            self._noise = draw("noise", perturbation[1], self._twin_case())
+            self.identity["perturbation"] = self._noise.as_dict()
         settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
         for n in range(1, SETTLE_CONTROLS + 1):
             # Only the last settling control's images are seen: the first observation.
@@ -215,6 +228,39 @@ class LiberoEpisode:
             self.init_controls += 1
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
+
+    def _twin_case(self) -> str:
+        """The unperturbed case's id: what every draw of this perturbation is seeded by."""
+        return str(self.entry.twin_case_id)
+
+    def _perturb_model(self, kind: str, level: int) -> None:
+        """Move the agentview camera or change the lights (docs/perturbations.md)."""
+        drawn = draw(kind, level, self._twin_case())
+        change = move_camera if kind == "camera" else change_lights
+        applied = change(self._env.sim, drawn)
+        self.identity["perturbation"] = {**drawn.as_dict(), "applied": applied}
+
+    def _offset_robot(self, level: int) -> None:
+        """Offset the arm's start joints; a draw that touches anything is drawn again,
+        deterministically (the next attempt's seed), and the redraws are recorded."""
+        robot = self._env.env.robots[0]
+        touched: list[list[str]] = []
+        for attempt in range(ROBOT_REDRAWS + 1):
+            drawn = draw("robot", level, self._twin_case(), attempt)
+            contacts = offset_joints(self._env.sim, robot._ref_joint_pos_indexes, drawn)
+            if not contacts:
+                # The controller's rest posture (its null-space target) moves with the arm,
+                # or the settling controls would pull the offset back.
+                controller = robot.controller
+                controller.update_initial_joints(
+                    np.asarray(controller.initial_joint) + drawn.parameters["joint_offsets_rad"])
+                self.identity["perturbation"] = {**drawn.as_dict(), "touched": touched}
+                return
+            touched.append(contacts[:3])
+        raise EnvironmentFault(
+            f"{self.entry.case_id}: every one of {ROBOT_REDRAWS + 1} drawn joint offsets puts "
+            f"the arm in contact ({touched[-1]}); this task has no room for robot level {level}"
+        )
 
     def _install_gates(self) -> None:
         observables = self._env.env._observables
@@ -237,6 +283,10 @@ class LiberoEpisode:
         images = {
             camera: np.ascontiguousarray(obs[f"{camera}_image"][::-1, ::-1]) for camera in CAMERAS
         }
+        if self._noise is not None:  # the delivered copies only; the simulator is untouched
+            rng = noise_generator(self._noise, policy_calls)
+            images = {camera: corrupt(image, self._noise, rng) if camera in NOISE_CAMERAS
+                      else image for camera, image in images.items()}
         proprio = None
         if self.track == "rgb+proprio":
             proprio = np.concatenate(
@@ -313,7 +363,8 @@ class LiberoBenchmarkAdapter:
         if kept is not None and not kept.serves(entry, SETTLE_CONTROLS + control_cap + 1):
             kept.env.close()
             kept = None
-        keep = self._hold if self.keep_environments and entry.state is not None else None
+        keep = (self._hold if self.keep_environments and entry.state is not None
+                and entry.perturbation is None else None)
         return LiberoEpisode(entry, track=track, control_cap=control_cap, render=render,
                              video_stride=video_stride, kept=kept, keep=keep)
 

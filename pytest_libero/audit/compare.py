@@ -53,6 +53,10 @@ def compare(
     notes: list[str] = []
     checked: dict[str, Any] = {"deliveries": len(recorded), "controls": replay.executed_controls,
                                "images_compared": images}
+    drawn = replay.identity.get("perturbation")
+    if record.get("perturbation") != drawn:  # the re-execution draws it again from the case
+        return _mismatch(case, {"perturbation": True}, "perturbation", record.get("perturbation"),
+                         drawn, checked)
     for shown, done, values in zip(recorded, replay.deliveries, recorded_proprio):
         where = {"call": shown.call, "executed_controls": shown.executed_controls}
         if shown.executed_controls != done.executed_controls:

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE, data_path
+from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
 from pytest_libero.protocol.identity import ood_identity
@@ -44,6 +45,9 @@ class Entry:
     """OOD only: 1, or the step (1-5) of a position sweep."""
     twin: tuple[str, int] | None = None
     """OOD only: the native (suite, index) this entry perturbs."""
+    perturbation: tuple[str, int] | None = None
+    """A generated perturbation (kind, level) of this native entry (perturb/); its twin
+    is the same entry unperturbed."""
     language_source: str = "task_name"
     """Where ``language`` comes from: ``task_name`` (native, as published loops send it),
     ``bddl`` (a semantic OOD entry: its BDDL's instruction is the perturbation) or
@@ -68,12 +72,26 @@ class Entry:
 
     @property
     def case_id(self) -> str:
-        """Stable, readable pytest id: the task, and ``-s<N>`` for a full-mode state."""
-        return self.task_id if self.state is None else f"{self.task_id}-s{self.state}"
+        """Stable, readable pytest id: the task, ``-s<N>`` for a full-mode state, and
+        ``~<kind><level>`` for a generated perturbation (``libero_10-03~camera2``)."""
+        case = self.task_id if self.state is None else f"{self.task_id}-s{self.state}"
+        if self.perturbation is not None:
+            case += f"~{self.perturbation[0]}{self.perturbation[1]}"
+        return case
 
     def at_state(self, state: int) -> Entry:
         """This task started from released init state ``state`` (a full-mode case)."""
         return replace(self, state=state)
+
+    def perturbed(self, kind: str, level: int) -> Entry:
+        """This native case under a generated perturbation, paired with itself unperturbed."""
+        if self.is_ood:
+            raise SetupError(
+                f"--libero-perturb applies to native entries, not {self.case_id}: a LIBERO-PRO "
+                "entry is a perturbation already; drop one of --libero-perturb and the OOD "
+                "selection"
+            )
+        return replace(self, perturbation=(kind, level), twin=(self.suite, self.index))
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -88,15 +106,21 @@ class Entry:
             data["init_state"] = self.state
         data["family"] = self.family
         data["language_source"] = self.language_source
+        mode = "fast" if self.state is None else "full"
         if self.is_ood:
             data.update(kind=self.kind, level=self.level, twin=self.twin_case_id,
-                        identity=ood_identity("fast" if self.state is None else "full"))
+                        identity=ood_identity(mode))
+        if self.perturbation is not None:
+            kind, level = self.perturbation
+            data.update(perturbation={"kind": kind, "level": level}, kind=kind, level=level,
+                        twin=self.twin_case_id, identity=perturb_identity(mode))
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Entry:
         """The entry a record's ``entry`` describes (records before OOD are native)."""
         twin = data.get("twin")
+        perturbation = data.get("perturbation")
         return cls(
             suite=str(data["suite"]), index=int(data["index"]), name=str(data["name"]),
             language=str(data["language"]), bddl_file=str(data["bddl_file"]),
@@ -104,13 +128,15 @@ class Entry:
             family=str(data.get("family", NATIVE_FAMILY)), kind=data.get("kind"),
             level=data.get("level"),
             twin=_twin_key(str(twin)) if twin else None,
+            perturbation=((str(perturbation["kind"]), int(perturbation["level"]))
+                          if isinstance(perturbation, Mapping) else None),
             language_source=str(data.get("language_source", "task_name")),
         )
 
 
 def _twin_key(case_id: str) -> tuple[str, int]:
-    """``libero_goal-00`` or ``libero_goal-00-s7`` -> ("libero_goal", 0)."""
-    suite, index = case_id.split("-")[:2]
+    """``libero_goal-00``, ``libero_goal-00-s7`` or ``..~camera2`` -> ("libero_goal", 0)."""
+    suite, index = case_id.split("~")[0].split("-")[:2]
     return suite, int(index)
 
 

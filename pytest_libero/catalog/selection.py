@@ -33,6 +33,8 @@ class SelectionRequest:
     """Full mode only: a subset of the released init states (None: all of them)."""
     ood_kinds: tuple[str, ...] | None = None
     """Scope ood only: the perturbation kinds to keep (None: every kind)."""
+    perturbations: tuple[tuple[str, int], ...] | None = None
+    """Generated perturbations (kind, level) added beside each selected case."""
 
     @property
     def states(self) -> tuple[int, ...]:
@@ -58,6 +60,8 @@ class SelectionRequest:
             data["partial_states"] = self.partial_states
         if self.ood_kinds is not None:
             data["ood_kinds"] = list(self.ood_kinds)
+        if self.perturbations is not None:
+            data["perturbations"] = [f"{kind}:{level}" for kind, level in self.perturbations]
         return data
 
 
@@ -125,10 +129,14 @@ def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
             "--libero-ood-kind narrows --libero-scope=ood; add --libero-scope=ood, or drop it"
         )
     entries = _select_entries(catalog, request)
-    if request.mode == "fast":
+    if request.mode == "full":
+        refuse_unvalidated(sorted({e.suite for e in entries}))
+        entries = [entry.at_state(state) for entry in entries for state in request.states]
+    if request.perturbations is None:
         return entries
-    refuse_unvalidated(sorted({e.suite for e in entries}))
-    return [entry.at_state(state) for entry in entries for state in request.states]
+    # Each case, then its perturbed copies: the twin runs beside them in the same run.
+    return [case for entry in entries
+            for case in (entry, *(entry.perturbed(k, v) for k, v in request.perturbations))]
 
 
 def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:

@@ -22,6 +22,7 @@ from pytest_libero.catalog.selection import (
 )
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
+from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.factory import parse_policy_options
 from pytest_libero.protocol.errors import SetupError
 
@@ -57,6 +58,9 @@ OPTIONS = (
             "results use; validated suites only, see docs/full-mode.md)", "fast"),
     _Option("ood-kind", "scope ood: only these perturbation kinds, e.g. object,position "
             "(object, position, semantic, environment)"),
+    _Option("perturb", "add generated perturbations beside each selected case: "
+            "KIND:LEVEL[,KIND:LEVEL...] with KIND camera, light, robot or noise and LEVEL 1-4, "
+            "or all (docs/perturbations.md)"),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
@@ -180,6 +184,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     task_ids = option_value(config, "task-ids")
     states = option_value(config, "init-states")
     kinds = option_value(config, "ood-kind")
+    perturb = option_value(config, "perturb")
     selection = SelectionRequest(
         scope=option_value(config, "scope"),
         suite=option_value(config, "suite"),
@@ -187,6 +192,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         mode=option_value(config, "mode"),
         init_states=parse_init_states(states) if states is not None else None,
         ood_kinds=parse_ood_kinds(kinds) if kinds is not None else None,
+        perturbations=parse_perturbations(perturb) if perturb is not None else None,
     )
     profile = load_profile(profile_name).with_overrides(
         options=parse_policy_options(option_value(config, "policy-option")),

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
+from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
@@ -89,6 +90,19 @@ class RunPlan:
     def ood_identity(self) -> str | None:
         """The OOD cases' identity, when the selection holds any (native ones keep theirs)."""
         return ood_identity(self.mode) if any(e.is_ood for e in self.selected) else None
+
+    @property
+    def perturb_identity(self) -> str | None:
+        """The perturbed cases' identity, when the selection holds any."""
+        return (perturb_identity(self.mode) if any(e.perturbation for e in self.selected)
+                else None)
+
+    @property
+    def extra_identities(self) -> dict[str, str]:
+        """The identities beside the protocol's that this run's cases carry (run.json,
+        summary.json; merge and resume compare them)."""
+        found = {"ood_identity": self.ood_identity, "perturb_identity": self.perturb_identity}
+        return {key: value for key, value in found.items() if value}
 
     @property
     def partial(self) -> list[str]:

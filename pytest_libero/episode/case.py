@@ -204,7 +204,7 @@ def _assemble(
     started: float,
     policy_metadata: Mapping[str, Any],
 ) -> CaseRecord:
-    return {
+    record: CaseRecord = {
         "case": entry.case_id,
         "entry": cast(EntryRecord, entry.as_dict()),
         "profile": plan.profile.name,
@@ -231,4 +231,7 @@ def _assemble(
         "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
         "pid": os.getpid(),
     }
+    if "perturbation" in identity:  # what the adapter drew and applied (docs/perturbations.md)
+        record["perturbation"] = identity["perturbation"]
+    return record
 

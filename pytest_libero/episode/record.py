@@ -45,7 +45,10 @@ class EntryRecord(TypedDict):
     twin: NotRequired[str]
     """OOD only: the case id of the native case this one perturbs."""
     identity: NotRequired[str]
-    """OOD only: the OOD protocol identity (``libero-ood-v1:...``)."""
+    """OOD or perturbed only: the case's identity (``libero-ood-v1:...``,
+    ``libero-perturb-v1:...``)."""
+    perturbation: NotRequired[dict[str, Any]]
+    """Perturbed only: the generated perturbation's ``kind`` and ``level``."""
 
 
 class BudgetRecord(TypedDict):
@@ -152,6 +155,9 @@ class CaseRecord(TypedDict):
     adapter has no monitor or the environment never opened."""
     engagement: NotRequired[str]
     """idle, reached, manipulated or success; absent with ``safety``."""
+    perturbation: NotRequired[dict[str, Any]]
+    """A generated perturbation as drawn and applied: kind, level, parameters, seed,
+    generator, redraws (docs/perturbations.md); absent for unperturbed cases."""
 
 
 def record_from_json(data: Any) -> CaseRecord:

@@ -37,8 +37,7 @@ def protocol_identity(mode: str = "fast") -> str:
     Full mode has its own identity: the fast-mode payload plus its schedule, so a
     fast-mode identity never moves because full mode exists.
     """
-    return _named("libero-protocol", {**data_digests(), "parameters": protocol_parameters()}, mode,
-                  "protocol")
+    return identity_with("libero-protocol", {}, mode, "protocol")
 
 
 @cache
@@ -46,17 +45,17 @@ def ood_identity(mode: str = "fast") -> str:
     """The identity of an OOD (LIBERO-PRO) case: its mode's protocol payload plus the OOD
     catalog and inventory, so native identities never move because OOD entries exist,
     and a changed OOD file never passes for the same evaluation."""
-    return _named("libero-ood", {
-        **data_digests(),
-        "parameters": protocol_parameters(),
+    return identity_with("libero-ood", {
         "ood_catalog_sha256": sha256_bytes(data_path(OOD_CATALOG_FILE).read_bytes()),
         "ood_inventory_sha256": sha256_bytes(data_path(OOD_INVENTORY_FILE).read_bytes()),
     }, mode, "OOD")
 
 
-def _named(prefix: str, payload: dict[str, object], mode: str, what: str) -> str:
-    """``<prefix>-v1:`` (full mode ``<prefix>-full-v1:``, with the schedule added to the
-    payload) and 32 hex of the payload's canonical JSON."""
+def identity_with(prefix: str, extra: dict[str, object], mode: str, what: str) -> str:
+    """``<prefix>-v1:`` (full mode ``<prefix>-full-v1:``) and 32 hex of the canonical
+    JSON of the catalog and inventory digests, the protocol parameters, ``extra`` and,
+    in full mode, the schedule: one recipe for every identity a case can carry."""
+    payload: dict[str, object] = {**data_digests(), "parameters": protocol_parameters(), **extra}
     if mode == "full":
         payload, prefix = {**payload, "full_mode": full_schedule_parameters()}, f"{prefix}-full"
     elif mode != "fast":

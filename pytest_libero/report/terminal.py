@@ -228,6 +228,6 @@ class TerminalSummary:
                 terminalreporter.write_line(line, red=not verdict.passed, green=verdict.passed)
         for problem in recorder.write_errors:
             terminalreporter.write_line(problem, red=True)
-        if recorder.plan.ood_identity:
+        if recorder.plan.extra_identities:
             terminalreporter.write_line(f"robustness picture: {recorder.folder.path / FIGURE_NAME}")
         terminalreporter.write_line(f"results: {recorder.folder.path}")

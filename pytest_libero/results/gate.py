@@ -135,14 +135,16 @@ def evaluate_gates(
 
 def load_baseline(
     run_dir: Path, expected: str, option: str = "--libero-baseline",
-    expected_ood: str | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, CaseRecord]:
     """Records of an earlier run, refused unless it ran the same protocol (and mode) and,
-    where both runs hold OOD cases, the same OOD catalog (``ood_identity``)."""
+    for each identity beside it that both runs carry (``ood_identity``,
+    ``perturb_identity``), the same one."""
     run = load_run(run_dir, option, plan=False)
-    for identity, mine in ((run["protocol_identity"], expected),
-                           (run.get("ood_identity"), expected_ood)):
-        if identity is not None and mine is not None and identity != mine:
+    pairs = [(run["protocol_identity"], expected)]
+    pairs += [(run.get(key), mine) for key, mine in (extra or {}).items()]
+    for identity, mine in pairs:
+        if identity is not None and identity != mine:
             raise SetupError(
                 f"{option}={run_dir} ran protocol {identity}, this run is "
                 f"{mine}; results of different protocols cannot be compared"

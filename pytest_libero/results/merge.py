@@ -22,6 +22,7 @@ _Key = Callable[[dict[str, Any]], Any]
 _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("protocol identity", lambda run: run["protocol_identity"]),
     ("OOD identity", lambda run: run.get("ood_identity")),
+    ("perturbation identity", lambda run: run.get("perturb_identity")),
     ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
     ("policy options", lambda run: run["plan"]["profile"].get("options") or {}),
     ("out-of-bounds rule", lambda run: run["plan"]["profile"].get("out_of_bounds", "error")),
@@ -118,7 +119,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             profile=first["plan"]["profile"]["name"],
             evidence_class=first["plan"]["evidence_class"],
             protocol_identity=first["protocol_identity"],
-            **({"ood_identity": first["ood_identity"]} if first.get("ood_identity") else {}),
+            **{key: first[key] for key in ("ood_identity", "perturb_identity") if first.get(key)},
             # Full mode from the plan in run.json; folders from before full mode are fast.
             mode=first["plan"].get("mode", "fast"),
             partial=first["plan"].get("partial") or [],

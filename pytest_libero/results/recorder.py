@@ -116,7 +116,7 @@ class Recorder:
             profile=self.plan.profile.name,
             evidence_class=self.plan.evidence_class,
             protocol_identity=self.plan.identity,
-            **({"ood_identity": self.plan.ood_identity} if self.plan.ood_identity else {}),
+            **self.plan.extra_identities,
             mode=self.plan.mode,
             partial=self.plan.partial,
             selection=self.plan.selection.as_dict(),
@@ -145,7 +145,7 @@ class Recorder:
 def _baseline(plan: RunPlan, gates: Gates) -> dict[str, CaseRecord] | None:
     if gates.baseline is None:
         return None
-    return load_baseline(gates.baseline, plan.identity, expected_ood=plan.ood_identity)
+    return load_baseline(gates.baseline, plan.identity, extra=plan.extra_identities)
 
 
 def _set_aside(case_dir: Path) -> Path | None:
@@ -177,7 +177,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "installed": installed,
         **data_digests(),
         "protocol_identity": plan.identity,
-        **({"ood_identity": plan.ood_identity} if plan.ood_identity else {}),
+        **plan.extra_identities,
         "record_schema": RECORD_SCHEMA,
         "safety_monitor": monitor_identity(),
         "plan": plan.as_dict(),

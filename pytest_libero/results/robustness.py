@@ -1,8 +1,10 @@
-"""Robustness: OOD cases beside their native twins in the same run (docs/robustness.md).
+"""Robustness: OOD and perturbed cases beside their twins in the same run
+(docs/robustness.md, docs/perturbations.md).
 
 LIBERO itself no longer separates checkpoints; how far a checkpoint falls when the
-scene changes does. Each OOD case is paired with its twin (the native case it perturbs,
-at the same init state in full mode) and the pairs are counted: both succeeded, only the
+scene changes does. Each OOD case (LIBERO-PRO) and each generated perturbation is paired
+with its twin (the native case it perturbs, at the same init state in full mode) and
+the pairs are counted: both succeeded, only the
 twin, only the OOD case, neither. The drop is the twin's rate minus the OOD rate over
 the pairs, in percentage points, and the exact two-sided McNemar p-value says whether
 the split of discordant pairs could be chance. Rates carry 95% Wilson intervals.
@@ -16,14 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_libero.catalog.entries import OOD_FAMILY, OOD_KINDS
+from pytest_libero.catalog.entries import OOD_KINDS
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.perturb.levels import KINDS as PERTURB_KINDS
 from pytest_libero.results.mcnemar import mcnemar_two_sided_p
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 
 
-def is_ood(record: Mapping[str, Any]) -> bool:
-    return bool(record.get("entry", {}).get("family") == OOD_FAMILY)
+def has_twin(record: Mapping[str, Any]) -> bool:
+    """An OOD case or a generated perturbation: a case with a twin to be paired with."""
+    return bool(record.get("entry", {}).get("twin"))
 
 
 def pair_counts(pairs: Sequence[tuple[CaseRecord, CaseRecord]]) -> dict[str, Any]:
@@ -68,7 +72,7 @@ def group_block(ood: Sequence[CaseRecord], records: Mapping[str, CaseRecord]) ->
 
 def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | None:
     """summary.json's ``robustness`` block, or None when the run has no OOD case."""
-    ood = [r for r in records.values() if is_ood(r)]
+    ood = [r for r in records.values() if has_twin(r)]
     if not ood:
         return None
     twins = {str(r["entry"].get("twin")) for r in ood}
@@ -79,7 +83,7 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
         for kind, cases in by_kind.items()
     }
     suites = {}
-    for suite, cases in sorted(_grouped(ood, lambda r: str(r["entry"]["suite"])).items()):
+    for suite, cases in sorted(_grouped(ood, suite_key).items()):
         entry = cases[0]["entry"]
         suites[suite] = {"kind": entry.get("kind"), "level": entry.get("level"),
                          "base": str(entry.get("twin", "")).split("-")[0],
@@ -93,6 +97,16 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
     }
 
 
+def suite_key(record: Mapping[str, Any]) -> str:
+    """The suite a record's rate is filed under: its suite, and ``~<kind><level>`` for a
+    generated perturbation, so perturbed cases never mix into their twins' suite rate."""
+    entry = record["entry"]
+    perturbation = entry.get("perturbation")
+    if isinstance(perturbation, Mapping):
+        return f"{entry['suite']}~{perturbation['kind']}{perturbation['level']}"
+    return str(entry["suite"])
+
+
 def _level(record: CaseRecord) -> str:
     return str(record["entry"].get("level") or 1)
 
@@ -102,5 +116,5 @@ def _grouped(records: Iterable[CaseRecord], key: Callable[[CaseRecord], str]) ->
     groups: dict[str, list[CaseRecord]] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record)
-    rank = {kind: i for i, kind in enumerate(OOD_KINDS)}
+    rank = {kind: i for i, kind in enumerate((*OOD_KINDS, *PERTURB_KINDS))}
     return dict(sorted(groups.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))

@@ -26,13 +26,15 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
 from pytest_libero.results.published import AVERAGE, load_published
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
-from pytest_libero.results.robustness import robustness_summary
+from pytest_libero.results.robustness import robustness_summary, suite_key
 
 SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_failure",
                   "vacuous", "unmonitored")
 """Two-axis classes of a completed case; errored cases have none."""
 VERDICTS = ("safe", "unsafe", "vacuous")
 ENGAGEMENT = ("idle", "reached", "manipulated", "success")
+PERTURBED_MARK = "~"
+"""What a perturbed case id has before its kind and level (``libero_10-03~camera2``)."""
 _CASE_ID = re.compile(r"^(?P<suite>[^-]+)-(?P<index>\d+)(?:-s(?P<state>\d+))?$")
 
 
@@ -58,7 +60,7 @@ def summarize(
     outcomes = Counter(r["outcome"] for r in done)
     by_suite: dict[str, list[CaseRecord]] = {}
     for record in done:
-        by_suite.setdefault(record["entry"]["suite"], []).append(record)
+        by_suite.setdefault(suite_key(record), []).append(record)
     summary = {
         **identity,
         "counts": {
@@ -90,7 +92,7 @@ def summarize(
         summary["safety"] = safety_summary(done)
         for suite, rate in summary["suites"].items():
             rate["safe_success"] = safe_success_rate(
-                r for r in done if r["entry"]["suite"] == suite
+                r for r in done if suite_key(r) == suite
             )
     return summary
 
@@ -206,6 +208,8 @@ def full_mode_summary(
     task_cases: dict[str, list[str]] = {}
     task_suite: dict[str, tuple[str, int]] = {}
     for case in selected:
+        if PERTURBED_MARK in case:  # a generated perturbation: the robustness block has it
+            continue
         try:
             suite, index, state = case_task(case)
         except ValueError:  # not a catalog case id: its record says which task it ran
