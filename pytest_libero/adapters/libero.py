@@ -30,7 +30,13 @@ from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
 from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS
-from pytest_libero.perturb.scene import change_lights, corrupt, move_camera, offset_joints
+from pytest_libero.perturb.scene import (
+    change_lights,
+    corrupt,
+    move_camera,
+    offset_joints,
+    robot_contacts,
+)
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -226,6 +232,12 @@ class LiberoEpisode:
             self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
+        # The settled physics, hashed: a perturbation that must leave it alone is checked
+        # against its twin's (camera, light, noise), and verify's re-execution reaches it.
+        self.identity["settled_state_sha256"] = states_sha256(self._env.sim.get_state().flatten())
+        if perturbation is not None and perturbation[0] == "robot":
+            self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
+                self._env.sim)
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
 

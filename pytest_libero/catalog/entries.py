@@ -125,8 +125,10 @@ class Entry:
             suite=str(data["suite"]), index=int(data["index"]), name=str(data["name"]),
             language=str(data["language"]), bddl_file=str(data["bddl_file"]),
             init_states_file=str(data["init_states_file"]), state=data.get("init_state"),
-            family=str(data.get("family", NATIVE_FAMILY)), kind=data.get("kind"),
-            level=data.get("level"),
+            family=str(data.get("family", NATIVE_FAMILY)),
+            # A perturbed record's kind and level are its perturbation's.
+            kind=None if perturbation else data.get("kind"),
+            level=None if perturbation else data.get("level"),
             twin=_twin_key(str(twin)) if twin else None,
             perturbation=((str(perturbation["kind"]), int(perturbation["level"]))
                           if isinstance(perturbation, Mapping) else None),

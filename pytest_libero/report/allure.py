@@ -46,6 +46,7 @@ from pytest_libero.results.summary import safety_class, safety_verdict
 ENTRY_PARAM = "libero_entry"
 PARENT_SUITE = "LIBERO"
 OOD_PARENT_SUITE = "LIBERO-PRO"
+PERTURBED_PARENT_SUITE = "Perturbations"
 RECORD_ATTACHMENT = "episode record"
 VIDEO_ATTACHMENT = "episode video"
 ERROR_ATTACHMENT = "error traceback"
@@ -226,6 +227,9 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
     sub: str | None
     if entry.get("family") == OOD_FAMILY:  # LIBERO-PRO -> kind -> suite -> the case
         parent, group, sub = OOD_PARENT_SUITE, str(entry.get("kind")), str(suite)
+    elif isinstance(entry.get("perturbation"), Mapping):  # Perturbations -> kind -> level
+        parent, group = PERTURBED_PARENT_SUITE, str(entry["perturbation"]["kind"])
+        sub = f"level {entry['perturbation']['level']} / {suite}"
     elif state is not None:
         task = f"{suite}-{index:02d}" if isinstance(index, int) else f"{suite}-{index}"
         parent, group, sub = str(suite), f"{task} {name}" if name else task, f"state {state}"

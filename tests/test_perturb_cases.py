@@ -1,0 +1,128 @@
+"""Real LIBERO episodes under generated perturbations, each asserting its property against
+the twin in the same run; verify re-executes them and catches an edited parameter.
+One policy call of one control per case."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_libero.evidence.reader import read_observation_hashes, read_observations
+from pytest_libero.perturb.levels import TABLE, perturb_identity
+
+pytestmark = pytest.mark.simulator
+
+PERTURB = "camera:1,camera:2,camera:4,light:1,light:2,light:4,robot:2,noise:2"
+TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
+        "--libero-replan-interval=1", "--libero-track=rgb+proprio", "--libero-scope=development",
+        "--libero-task-ids=0"]
+
+
+def run(cwd: Path, run_id: str, perturb: str) -> dict[str, dict[str, Any]]:
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *TINY,
+                    f"--libero-perturb={perturb}", f"--libero-run-id={run_id}"],
+                   cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
+    lines = (cwd / "libero-results" / "zero" / run_id / "results.jsonl").read_text().splitlines()
+    return {r["case"]: r for r in map(json.loads, lines)}
+
+
+def first(record: dict[str, Any]) -> dict[str, Any]:
+    """The first delivered observation, decoded from the case folder's lossless streams."""
+    _, images, proprio = next(iter(read_observations(Path(record["evidence_dir"]))))
+    return {"images": images, "proprio": proprio}
+
+
+def difference(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int64) - b.astype(np.int64)).mean())
+
+
+@pytest.fixture(scope="module")
+def perturbed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("perturb")
+    return root, run(root, "perturbed", PERTURB)
+
+
+def test_each_kind_changes_what_it_should_and_nothing_else(
+    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
+    _, found = perturbed
+    assert len(found) == 1 + len(PERTURB.split(","))
+    twin = found["libero_10-00"]
+    shown = first(twin)
+    settled = twin["identity"]["settled_state_sha256"]
+    for case, record in found.items():
+        assert record["outcome"] == "failure", case  # every one ran to its cap
+        if case == "libero_10-00":
+            continue
+        assert record["entry"]["twin"] == "libero_10-00"
+        assert record["entry"]["identity"] == perturb_identity("fast")
+        assert record["entry"]["language"] == twin["entry"]["language"]
+        assert record["perturbation"]["generator"] == "pytest-libero-perturb/1"
+
+    camera = first(found["libero_10-00~camera2"])
+    assert difference(camera["images"]["agentview"], shown["images"]["agentview"]) > 1.0
+    assert np.array_equal(camera["images"]["robot0_eye_in_hand"], shown["images"]["robot0_eye_in_hand"])
+    assert found["libero_10-00~camera2"]["identity"]["settled_state_sha256"] == settled
+
+    light = first(found["libero_10-00~light2"])
+    for name in ("agentview", "robot0_eye_in_hand"):
+        assert difference(light["images"][name], shown["images"][name]) > 1.0
+    assert found["libero_10-00~light2"]["identity"]["settled_state_sha256"] == settled
+
+    robot = found["libero_10-00~robot2"]
+    joints = np.asarray(first(robot)["proprio"])[:7] - np.asarray(shown["proprio"])[:7]
+    assert np.abs(joints).max() >= TABLE["robot"][2]["offset_rad"]
+    assert robot["perturbation"]["contacts_at_first_observation"] == []
+    assert robot["identity"]["settled_state_sha256"] != settled
+
+    noise = first(found["libero_10-00~noise2"])
+    for name in ("agentview", "robot0_eye_in_hand"):
+        assert difference(noise["images"][name], shown["images"][name]) > 0.5
+    assert found["libero_10-00~noise2"]["identity"]["settled_state_sha256"] == settled
+
+    for kind in ("camera", "light"):
+        one, four = (difference(first(found[f"libero_10-00~{kind}{v}"])["images"]["agentview"],
+                                shown["images"]["agentview"]) for v in (1, 4))
+        assert one < four, (kind, one, four)
+
+
+def test_noise_repeats_bit_for_bit_in_another_run(
+    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
+    root, found = perturbed
+    again = run(root, "again", "noise:2")
+    for case in ("libero_10-00", "libero_10-00~noise2"):
+        hashes = [(o.images, o.language)
+                  for o in read_observation_hashes(Path(found[case]["evidence_dir"]))]
+        assert hashes == [(o.images, o.language)
+                          for o in read_observation_hashes(Path(again[case]["evidence_dir"]))]
+    assert again["libero_10-00~noise2"]["perturbation"] == found["libero_10-00~noise2"]["perturbation"]
+
+
+def test_verify_re_executes_perturbed_cases_and_catches_an_edited_parameter(
+    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
+    root, _ = perturbed
+    run_dir = root / "libero-results" / "zero" / "perturbed"
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
+                           "-n", "2"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = run_dir / "results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    for record in lines:
+        if record["case"] == "libero_10-00~camera2":
+            record["perturbation"]["parameters"]["azimuth_deg"] += 1.0
+    results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
+                           "--case", "libero_10-00~camera2"], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdicts = json.loads((run_dir / "verify.json").read_text())
+    [verdict] = verdicts["cases"]
+    assert verdict["status"] == "mismatch" and verdict["difference"]["field"] == "perturbation"
