@@ -110,9 +110,11 @@ def test_verify_re_executes_perturbed_cases_and_catches_an_edited_parameter(
 ) -> None:
     root, _ = perturbed
     run_dir = root / "libero-results" / "zero" / "perturbed"
+    kinds = [f"--case=libero_10-00~{kind}2" for kind in ("camera", "light", "robot", "noise")]
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
-                           "-n", "2"], capture_output=True, text=True, timeout=900)
+                           "-n", "2", *kinds], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 of 4 cases verified" in done.stdout
     results = run_dir / "results.jsonl"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     for record in lines:

@@ -1,0 +1,52 @@
+"""The picture docs/perturbations.md shows: one scene's first delivered agentview image,
+unperturbed and at each kind's levels 1-4 (one row a kind: camera, light, robot, noise).
+
+    python bench/perturbation_gallery.py                       # libero_10 task 0
+    python bench/perturbation_gallery.py --suite libero_goal --task 3 --out gallery.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import _common as c
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", default="libero_10")
+    parser.add_argument("--task", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=c.ROOT / "docs" / "images" / "perturbations.png")
+    args = parser.parse_args()
+    c.prepare_simulator()
+    from PIL import Image
+
+    from pytest_libero.adapters.libero import LiberoEpisode
+    from pytest_libero.perturb.levels import KINDS, LEVELS
+
+    twin = c.entry(args.suite, args.task)
+
+    def first_image(case: object) -> np.ndarray:
+        episode = LiberoEpisode(case, track="rgb", control_cap=1)  # type: ignore[arg-type]
+        try:
+            image: np.ndarray = episode.observe(0, 0).images["agentview"]
+            return image
+        finally:
+            episode.close()
+
+    plain = first_image(twin)
+    rows = [np.concatenate([plain, *(first_image(twin.perturbed(kind, level)) for level in LEVELS)], 1)
+            for kind in KINDS]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(KINDS) * 160)).save(args.out)
+    print(f"wrote {args.out}: rows {', '.join(KINDS)}; columns: twin, levels {LEVELS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
