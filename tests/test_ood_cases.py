@@ -132,7 +132,7 @@ def test_a_replayed_success_against_its_ood_twins_and_the_merge_agree(tmp_path: 
 
     done = cli("merge", str(run), "--out", str(tmp_path / "merged"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "robustness: LIBERO-PRO cases beside their native twins" in done.stdout
+    assert "robustness: OOD (LIBERO-PRO) and perturbed cases beside their twins" in done.stdout
     merged = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert merged["robustness"] == summary["robustness"]
     assert (tmp_path / "merged" / "robustness.svg").read_text() == (run / "robustness.svg").read_text()

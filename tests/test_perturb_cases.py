@@ -38,6 +38,12 @@ def first(record: dict[str, Any]) -> dict[str, Any]:
     return {"images": images, "proprio": proprio}
 
 
+def delivered_keys(record: dict[str, Any]) -> list[tuple[str, ...]]:
+    """What each delivery showed the policy: its keys, cameras and instruction."""
+    lines = (Path(record["evidence_dir"]) / "observations.jsonl").read_text().splitlines()
+    return [(*sorted(line), *sorted(line["images"]), line["language"]) for line in map(json.loads, lines)]
+
+
 def difference(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a.astype(np.int64) - b.astype(np.int64)).mean())
 
@@ -64,6 +70,9 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
         assert record["entry"]["identity"] == perturb_identity("fast")
         assert record["entry"]["language"] == twin["entry"]["language"]
         assert record["perturbation"]["generator"] == "pytest-libero-perturb/1"
+        assert record["safety"]["verdict"] == twin["safety"]["verdict"] == "vacuous"
+        # The policy's side of the contract: the same keys, the entry's own instruction.
+        assert delivered_keys(record) == delivered_keys(twin)
 
     camera = first(found["libero_10-00~camera2"])
     assert difference(camera["images"]["agentview"], shown["images"]["agentview"]) > 1.0

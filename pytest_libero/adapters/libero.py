@@ -215,17 +215,11 @@ class LiberoEpisode:
             self.identity["schedule"] = replay_resets(index, self._env.reset, made=made,
                                                       kept_from=kept_from)
         self._env.reset()
-        perturbation = self.entry.perturbation
-        if perturbation is not None and perturbation[0] in ("camera", "light"):
-            self._perturb_model(*perturbation)  # after the reset: a hard reset recompiles
+        self._perturb("reset")
         if self.render == "consumed":
             self._install_gates()
         self._obs = self._env.set_init_state(state)
-        if perturbation is not None and perturbation[0] == "robot":
-            self._offset_robot(perturbation[1])
-        if perturbation is not None and perturbation[0] == "noise":
-            self._noise = draw("noise", perturbation[1], self._twin_case())
-            self.identity["perturbation"] = self._noise.as_dict()
+        self._perturb("init_state")
         settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
         for n in range(1, SETTLE_CONTROLS + 1):
             # Only the last settling control's images are seen: the first observation.
@@ -235,11 +229,27 @@ class LiberoEpisode:
         # The settled physics, hashed: a perturbation that must leave it alone is checked
         # against its twin's (camera, light, noise), and verify's re-execution reaches it.
         self.identity["settled_state_sha256"] = states_sha256(self._env.sim.get_state().flatten())
-        if perturbation is not None and perturbation[0] == "robot":
-            self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
-                self._env.sim)
+        self._perturb("settled")
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
+
+    def _perturb(self, after: str) -> None:
+        """The entry's generated perturbation, each kind at its moment: camera and light
+        after the reset (a hard reset recompiles the model), the robot offset and the
+        noise's draw after the init state, the robot's contacts once settled."""
+        if self.entry.perturbation is None:
+            return
+        kind, level = self.entry.perturbation
+        if after == "reset" and kind in ("camera", "light"):
+            self._perturb_model(kind, level)
+        elif after == "init_state" and kind == "robot":
+            self._offset_robot(level)
+        elif after == "init_state" and kind == "noise":
+            self._noise = draw("noise", level, self._twin_case())
+            self.identity["perturbation"] = self._noise.as_dict()
+        elif after == "settled" and kind == "robot":
+            self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
+                self._env.sim)
 
     def _twin_case(self) -> str:
         """The unperturbed case's id: what every draw of this perturbation is seeded by."""

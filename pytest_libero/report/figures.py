@@ -47,8 +47,8 @@ def robustness_svg(summary: Mapping[str, Any]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
         f'viewBox="0 0 {_WIDTH} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{_WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="10" y="20" font-size="15" font-weight="bold">Robustness: LIBERO-PRO '
-        f'cases beside their native twins ({escape(str(summary.get("profile", "")))})</text>',
+        f'<text x="10" y="20" font-size="15" font-weight="bold">Robustness: OOD and '
+        f'perturbed cases beside their twins ({escape(str(summary.get("profile", "")))})</text>',
         '<text x="10" y="38" fill="#555">bar: OOD success rate, whisker: 95% Wilson '
         'interval, black tick: the twins over the same pairs, dashed: in-distribution</text>',
     ]

@@ -68,7 +68,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 def robustness_lines(robustness: dict[str, Any]) -> list[str]:
     """The robustness table, compact: the twins' rate, then per kind (and level, where a
     kind has several) and per OOD suite the OOD rate with the paired comparison."""
-    lines = ["robustness: LIBERO-PRO cases beside their native twins in this run "
+    lines = ["robustness: OOD (LIBERO-PRO) and perturbed cases beside their twins in this run "
              "(docs/robustness.md)",
              "  " + format_rate("in-distribution (the twins)", robustness["in_distribution"])]
     for kind, group in robustness.get("kinds", {}).items():
