@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import pickle
+import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -277,3 +279,14 @@ def test_no_server_stops_the_run_before_any_case(pytester: pytest.Pytester) -> N
     assert "profile 'gr00t'" in error and "no case was run" in error
     assert "run_gr00t_server.py" in error
     assert not (pytester.path / "libero-results").exists()
+
+
+def test_a_policy_server_needs_no_pyzmq() -> None:
+    """The serving part runs in the model's own environment (the LeRobot bridge's test
+    installs it there without dependencies): pyzmq is imported only for gr00t profiles."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['zmq'] = None; "
+         "import pytest_libero.serve, pytest_libero.plugin; "
+         "from pytest_libero.config.profiles import load_profile; load_profile('gr00t')"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -20,7 +20,6 @@ import numpy as np
 from pytest_libero.data import data_path
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
 from pytest_libero.policy.factory import build_inprocess
-from pytest_libero.policy.gr00t import Gr00tPolicy
 from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
@@ -170,6 +169,10 @@ class Profile:
                 wait_s=self.wait_s,
             )
         if self.transport == "gr00t":
+            # Imported here: pyzmq is needed only where a gr00t profile runs, never by a
+            # policy server in the model's own environment (python -m pytest_libero.serve).
+            from pytest_libero.policy.gr00t import Gr00tPolicy
+
             assert self.gr00t is not None
             if not self.endpoint:
                 raise SetupError(

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pytest_libero.policy.gr00t import Gr00tClient
 from pytest_libero.policy.websocket import (
     RETRY_SLEEP_S,
     ServerUnavailable,
@@ -121,6 +120,8 @@ def _probe(profile: ServedProfile,
     metadata frame for websocket profiles, GR00T's ``ping`` for gr00t ones."""
     endpoint = profile.endpoint or ""
     if profile.transport == "gr00t":
+        from pytest_libero.policy.gr00t import Gr00tClient  # pyzmq only where it is needed
+
         with Gr00tClient(endpoint, connect_timeout=profile.connect_timeout,
                          call_timeout=profile.connect_timeout,
                          api_token=profile.api_token) as client:
