@@ -10,7 +10,7 @@ same perturbation on any machine, and the record keeps the drawn values so a rea
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,12 +29,10 @@ class Perturbation:
     attempt: int = 0
     """Robot offsets only: how many draws touched something and were drawn again."""
     generator: str = GENERATOR
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "level": self.level, "parameters": self.parameters,
-                "seed": self.seed, "generator": self.generator, "redraws": self.attempt,
-                **self.extra}
+                "seed": self.seed, "generator": self.generator, "redraws": self.attempt}
 
 
 def seed_of(*parts: object) -> int:
