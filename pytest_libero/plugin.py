@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from pytest_libero.adapters import load_adapter
+from pytest_libero.catalog.entries import Entry
 from pytest_libero.config import options
 from pytest_libero.config.options import (
     build_plan,
     gates,
     isolation,
     option_value,
+    prebuild,
     run_id,
     watchdog,
 )
@@ -58,6 +60,7 @@ PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
 RUN_DIR_KEY = pytest.StashKey[Path]()
 HOST_KEY = pytest.StashKey[SimulatorHost]()
+NEXT_ENTRY_KEY = pytest.StashKey[Entry | None]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if plan is None:
             return
         isolation(config)
+        prebuild(config)
         watchdog(config, plan)
         run_id(config)
         if is_controller:
@@ -217,9 +221,28 @@ def _host(config: pytest.Config) -> SimulatorHost:
     """This process's case processes, ended with the session."""
     host = config.stash.get(HOST_KEY, None)
     if host is None:
-        host = config.stash[HOST_KEY] = SimulatorHost()
+        host = config.stash[HOST_KEY] = SimulatorHost(prebuild=prebuild(config))
         config.add_cleanup(host.close)
     return host
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Tell each case which case this process runs after it (under xdist too: a worker
+    takes its next item off the queue before it runs this one), so that case's set-up
+    can start while this one runs."""
+    item.stash[NEXT_ENTRY_KEY] = _case_entry(nextitem)
+
+
+def _case_entry(item: pytest.Item | None) -> Entry | None:
+    """The entry an item runs as a case, unless it is marked to be skipped."""
+    if item is None or "libero_case" not in getattr(item, "fixturenames", ()):
+        return None
+    if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+        return None
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("libero_entry") if callspec is not None else None
+    return entry if isinstance(entry, Entry) else None
 
 
 class CaseErrored(Exception):
@@ -274,13 +297,15 @@ def libero_case(
                     "(and without --libero-run-id or --libero-results)")
             request.session.shouldstop = stop
             request.node.user_properties.append((UNATTEMPTED_PROPERTY, stop))
+            if isolation(request.config) == "process":
+                _host(request.config).discard_prepared()
             pytest.skip(f"not attempted: {gone}")
     cap = libero_plan.budget_for(libero_entry).control_cap
     with live_progress.case_progress(request.config, libero_entry.case_id, cap) as progress:
         if isolation(request.config) == "process":
-            record = _host(request.config).run(libero_plan, libero_entry, case_dir,
-                                               watchdog(request.config, libero_plan),
-                                               progress=progress.update)
+            record = _host(request.config).run(
+                libero_plan, libero_entry, case_dir, watchdog(request.config, libero_plan),
+                progress=progress.update, next_entry=request.node.stash.get(NEXT_ENTRY_KEY, None))
         else:
             policy = request.getfixturevalue("libero_policy")
             record = run_case_with_evidence(libero_plan, libero_entry, policy, case_dir,

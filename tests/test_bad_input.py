@@ -244,6 +244,7 @@ ROWS = (
     # --- isolation and watchdog, adapter, GPUs
     pt("isolation", *ZERO, "--libero-isolation=thread",
        words=("--libero-isolation='thread'", "process, none")),
+    pt("prebuild", *ZERO, "--libero-prebuild=yes", words=("--libero-prebuild='yes'", "on, off")),
     pt("step-timeout", *ZERO, "--libero-step-timeout=0", words=("--libero-step-timeout='0'",)),
     pt("build-timeout", *ZERO, "--libero-build-timeout=x", words=("--libero-build-timeout='x'",)),
     pt("adapter-unknown", *ZERO, "--libero-adapter=nope",

@@ -29,6 +29,7 @@ FAULTS = {
     "libero_90-02": ("build", "hang"),
     "libero_90-03": ("step:1", "oom-kill"),
     "libero_90-04": ("step:2", "abort"),
+    "libero_90-06": ("build", "segfault"),  # set up ahead while the healthy 05 runs
 }
 
 
@@ -74,11 +75,11 @@ def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None
     pytester.syspathinsert()
     result = pytester.runpytest(
         "--libero-profile=zero", "--libero-adapter=faulty_adapter:Faulty",
-        "--libero-scope=task_coverage", "--libero-suite=libero_90", "--libero-task-ids=0-5",
+        "--libero-scope=task_coverage", "--libero-suite=libero_90", "--libero-task-ids=0-7",
         "--libero-budget-mode=decisions", "--libero-max-policy-calls=4", "--libero-replan-interval=1",
         "--libero-step-timeout=5", "--libero-build-timeout=60",
     )
-    result.assert_outcomes(errors=5, failed=1)
+    result.assert_outcomes(errors=6, failed=2)
     found = records(pytester.path / "libero-results")
     expected = {
         "libero_90-00": ("simulator_crash", "killed by SIGSEGV", 1),
@@ -86,6 +87,7 @@ def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None
         "libero_90-02": ("simulator_hang", "no sign of life for 60s during build", 0),
         "libero_90-03": ("simulator_crash", "killed by SIGKILL", 0),
         "libero_90-04": ("simulator_crash", "killed by SIGABRT", 1),
+        "libero_90-06": ("simulator_crash", "(killed by SIGSEGV) during build", 0),
     }
     for case, (cause, words, controls) in expected.items():
         record = found[case]
@@ -94,12 +96,16 @@ def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None
         assert words in record["error"]["message"], (case, record["error"]["message"])
         assert record["counters"]["executed_controls"] == controls, case
         assert "faulty adapter: about to" in record["error"]["message"]  # captured output
-    healthy = found["libero_90-05"]
-    assert healthy["outcome"] == "failure" and healthy["counters"]["executed_controls"] == 4
+    # Set up while the case before ran, each lost set-up is reported by its own case.
+    for case in ("libero_90-02", "libero_90-06"):
+        assert "its set-up began while the previous case ran" in found[case]["error"]["message"]
+    for case in ("libero_90-05", "libero_90-07"):  # around the set-up that segfaulted
+        healthy = found[case]
+        assert healthy["outcome"] == "failure" and healthy["counters"]["executed_controls"] == 4
     # Every case ran in its own process; the pytest process never hosted a simulator.
-    assert len({r["pid"] for r in found.values()}) == 6
+    assert len({r["pid"] for r in found.values()}) == 8
     assert os.getpid() not in {r["pid"] for r in found.values()}
-    result.stdout.fnmatch_lines(["*6 selected, 1 completed, 0 success, 1 failure, 5 errored*"])
+    result.stdout.fnmatch_lines(["*8 selected, 2 completed, 0 success, 2 failure, 6 errored*"])
 
 
 def test_a_failing_video_encoder_errors_the_case(pytester: pytest.Pytester,

@@ -78,6 +78,29 @@ def test_a_tasks_states_continue_in_its_environment_and_verify_as_fresh_builds(
 
 
 @pytest.mark.simulator
+def test_the_next_task_sets_up_while_the_last_state_of_a_task_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    result = pytester.runpytest("--libero-profile=zero", *FULL[:-2], "--libero-max-policy-calls=2",
+                                "--libero-replan-interval=5", "--libero-task-ids=3,5",
+                                "--libero-init-states=0,1", "--libero-run-id=next")
+    result.assert_outcomes(failed=4)
+    found = records(pytester, "zero", "next")
+    first, second = ([found[f"libero_10-0{task}-s{state}"] for state in (0, 1)] for task in (3, 5))
+    assert first[0]["pid"] == first[1]["pid"] != second[0]["pid"] == second[1]["pid"]
+    assert [schedule(r) for r in first] == [schedule(r) for r in second] == [
+        ("fresh", 0), ("kept from state 0", 0)]
+    # Task 5's environment was built while task 3's last state ran; its own state 1
+    # continued in it, so nothing was set up ahead for that one.
+    assert second[0]["timings"]["setup_ahead_s"] > 0
+    assert [r["timings"]["setup_ahead_s"] for r in (first[1], second[1])] == [0.0, 0.0]
+    folder = pytester.path / "libero-results" / "zero" / "next"
+    verified, _ = verify_run(folder, jobs=2, say=lambda line: None)
+    assert sorted((v.case, v.status) for v in verified) == sorted(
+        (case, "verified") for case in found)
+
+
+@pytest.mark.simulator
 def test_a_crash_costs_one_case_and_the_next_state_starts_fresh(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(crashing_adapter=CRASHING_ADAPTER)
     pytester.syspathinsert()

@@ -38,11 +38,15 @@ def records(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester) -> None:
-    serial = pytester.runpytest_subprocess(*TINY, "--libero-results=serial", "-n", "0")
-    parallel = pytester.runpytest_subprocess(*TINY, "--libero-results=parallel", "-n", "2")
-    serial.assert_outcomes(failed=2)
-    parallel.assert_outcomes(failed=2)
-    parallel.stdout.fnmatch_lines(["*2 selected, 2 completed, 0 success, 2 failure*"])
+    # Serial without set-up ahead; two workers with it: each worker's second case is set
+    # up while its first runs.
+    four = [*TINY, "--libero-scope=development", "--libero-task-ids=0-3"]
+    serial = pytester.runpytest_subprocess(*four, "--libero-results=serial", "-n", "0",
+                                           "--libero-prebuild=off")
+    parallel = pytester.runpytest_subprocess(*four, "--libero-results=parallel", "-n", "2")
+    serial.assert_outcomes(failed=4)
+    parallel.assert_outcomes(failed=4)
+    parallel.stdout.fnmatch_lines(["*4 selected, 4 completed, 0 success, 4 failure*"])
     serial, parallel_summary = (run_summary(pytester.path / mode) for mode in ("serial", "parallel"))
     assert comparable(serial) == comparable(parallel_summary)
     by_case = {}
@@ -54,6 +58,12 @@ def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester) -> 
         assert other["counters"] == record["counters"]
         assert other["identity"] == record["identity"]
     assert {r["worker"] for r in by_case["parallel"].values()} <= {"gw0", "gw1"}
+    ahead: dict[str, list[float]] = {}  # each worker's cases in turn: seconds set up ahead
+    for record in sorted(by_case["parallel"].values(), key=lambda r: r["started_at"]):
+        ahead.setdefault(record["worker"], []).append(record["timings"]["setup_ahead_s"])
+    assert any(len(seconds) > 1 for seconds in ahead.values()), ahead
+    for seconds in ahead.values():
+        assert seconds[0] == 0.0 and all(s > 0 for s in seconds[1:]), ahead
     # The delivered observations are bit-identical across modes: same hashes.
     for case in by_case["serial"]:
         lines = [

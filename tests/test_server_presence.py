@@ -125,6 +125,9 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
             assert record["error"]["kind"] == "policy_transport"
             assert record["error"]["cause"] in ("connection_lost", "server_unavailable")
     assert counts["errored"] >= 1
+    # A case set up ahead that never had its turn left no case folder.
+    assert summary["unattempted"] and not any(
+        (run / "cases" / case).exists() for case in summary["unattempted"])
     resume = f"--libero-resume={run}"
     assert resume in summary["stopped"] and "stopped answering" in summary["stopped"]
     out = "\n".join(result.stdout.lines)

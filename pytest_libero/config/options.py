@@ -94,6 +94,9 @@ OPTIONS = (
     _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
     _Option("isolation", "process (each case's simulator in a watched child process: a "
             "crash or hang costs that case only) or none (in the pytest process)", "process"),
+    _Option("prebuild", "on (while a case runs, the worker's next case's own process "
+            "already builds, resets and settles its environment; same bytes) or off "
+            "(isolation=process)", "on"),
     _Option("step-timeout", "watchdog: seconds a control step may take before the case's "
             "simulator is killed (isolation=process)", "120"),
     _Option("build-timeout", "watchdog: seconds building, resetting and settling an "
@@ -254,6 +257,14 @@ def isolation(config: pytest.Config) -> str:
     if mode not in ("process", "none"):
         raise SetupError(f"--libero-isolation={mode!r}: allowed: process, none")
     return str(mode)
+
+
+def prebuild(config: pytest.Config) -> bool:
+    """Whether the next case's set-up starts while the current case runs."""
+    value = option_value(config, "prebuild")
+    if value not in ("on", "off"):
+        raise SetupError(f"--libero-prebuild={value!r}: allowed: on, off")
+    return str(value) == "on"
 
 
 def watchdog(config: pytest.Config, plan: RunPlan) -> Watchdog:

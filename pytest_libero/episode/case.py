@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_libero.adapters import AdapterCache, load_adapter
-from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, missing_members
+from pytest_libero.adapters import AdapterCache
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.profiles import STATE_FED
@@ -27,9 +26,10 @@ from pytest_libero.episode.loop import (
     run_episode,
 )
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
+from pytest_libero.episode.setup import Setup, open_episode
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
-from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError
+from pytest_libero.protocol.errors import EpisodeError
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
 
@@ -46,10 +46,12 @@ def run_case_with_evidence(
     listener: EpisodeListener | None = None,
     phase: Phase | None = None,
     adapters: AdapterCache | None = None,
+    setup: Setup | None = None,
+    turn: float | None = None,
 ) -> CaseRecord:
     """Run the case while streaming its evidence into ``case_dir`` (P10), at the plan's
     evidence level (``plan.evidence``: full keeps every observation, replayable their
-    hashes).
+    hashes). ``setup`` and ``turn``: as :func:`run_case`.
 
     A failure to write evidence errors the case with cause "evidence": a result whose
     evidence is missing cannot be trusted, whatever LIBERO said.
@@ -60,11 +62,14 @@ def run_case_with_evidence(
     try:
         evidence = CaseEvidence(case_dir, video_stride=plan.video_stride, level=plan.evidence)
     except (EvidenceError, OSError) as exc:
+        if setup is not None:
+            setup.close()
         record = errored_record(plan, entry, exc, kind="evidence")
     else:
         sink = evidence if listener is None else Tee(evidence, listener)
         record = run_case(plan, entry, policy, listener=sink, phase=phase,
-                          safety_file=case_dir / SIGNALS_NAME, adapters=adapters)
+                          safety_file=case_dir / SIGNALS_NAME, adapters=adapters,
+                          setup=setup, turn=turn)
         if phase is not None:
             phase("evidence")
         t0 = time.perf_counter()
@@ -94,16 +99,19 @@ def run_case(
     phase: Phase | None = None,
     safety_file: Path | None = None,
     adapters: AdapterCache | None = None,
+    setup: Setup | None = None,
+    turn: float | None = None,
 ) -> CaseRecord:
     """Run the entry's episode and return its full record (P9-P11).
 
     ``adapters`` keeps the adapters across the cases of one long-lived process; without
-    it each case builds its own. An episode that offers ``safety_signals()`` (the libero
-    adapter's monitor) adds the safety verdict and engagement to the record, and its raw
-    signals to ``safety_file``.
+    it each case builds its own. ``setup`` is the episode already opened for this case
+    (ahead of its turn, which came at ``turn``, a ``time.time()``); without it the case
+    opens its own once the policy has answered its reset. An episode that offers
+    ``safety_signals()`` (the libero adapter's monitor) adds the safety verdict and
+    engagement to the record, and its raw signals to ``safety_file``.
     """
     tell = phase or (lambda name: None)
-    budget = plan.budget_for(entry)
     started = time.time()
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
@@ -113,48 +121,22 @@ def run_case(
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         tell("policy_reset")
         call_policy(policy.reset)
-        tell("build")
-        adapter = load_adapter(plan.adapter) if adapters is None else adapters.get(plan.adapter)
-        t0 = time.perf_counter()
-        episode = adapter.open(
-            entry,
-            track=plan.track,
-            control_cap=budget.control_cap,
-            render=plan.render,
-            video_stride=plan.video_stride,
-        )
-        missing = missing_members(episode, EPISODE_METHODS, EPISODE_ATTRIBUTES)
-        if missing:
-            getattr(episode, "close", lambda: None)()
-            raise EnvironmentFault(
-                f"the adapter {plan.adapter!r} opened a {type(episode).__name__} without "
-                f"{', '.join(missing)}; see pytest_libero/adapters/base.py for what an "
-                "episode must provide"
-            )
-        timings["setup_s"] = round(time.perf_counter() - t0, 3)
     except EpisodeError as exc:
+        if setup is not None:
+            setup.close()
         result = EpisodeResult(outcome="errored", error=error_record(exc))
-    except Exception as exc:  # noqa: BLE001 - an adapter that failed to import or construct
-        result = EpisodeResult(outcome="errored", error=error_record(exc, kind="environment"))
     else:
-        identity = episode.identity
-        tell("episode")
+        if setup is None:
+            tell("build")
+            setup = open_episode(plan, entry, adapters)
         try:
-            t0 = time.perf_counter()
-            result = run_episode(
-                episode,
-                policy,
-                budget,
-                plan.profile.stop_rule,
-                init_controls=episode.init_controls,
-                listener=listener,
-                out_of_bounds=plan.profile.out_of_bounds,
-            )
-            timings["episode_s"] = round(time.perf_counter() - t0, 3)
+            result = _drive(plan, entry, policy, setup, turn, listener, tell, timings)
         finally:
-            renders = episode.renders()
-            signals = getattr(episode, "safety_signals", lambda: None)()
-            episode.close()
+            if setup.episode is not None:
+                identity = setup.episode.identity
+                renders = setup.episode.renders()
+                signals = getattr(setup.episode, "safety_signals", lambda: None)()
+                setup.close()
     record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
     record["renders"] = renders
     if signals is not None:
@@ -162,6 +144,48 @@ def run_case(
         if safety_file is not None:
             signals.save(safety_file)
     return record
+
+
+def _drive(
+    plan: RunPlan,
+    entry: Entry,
+    policy: Policy,
+    setup: Setup,
+    turn: float | None,
+    listener: EpisodeListener | None,
+    tell: Phase,
+    timings: dict[str, float],
+) -> EpisodeResult:
+    """Run the opened episode; a set-up that failed is the result."""
+    episode = setup.episode
+    if episode is None:
+        if isinstance(setup.error, EpisodeError):
+            return EpisodeResult(outcome="errored", error=error_record(setup.error))
+        assert setup.error is not None
+        return EpisodeResult(outcome="errored", error=error_record(setup.error, kind="environment"))
+    timings["setup_s"] = setup.setup_s
+    timings["setup_ahead_s"] = setup_ahead(setup, turn)
+    tell("episode")
+    t0 = time.perf_counter()
+    result = run_episode(
+        episode,
+        policy,
+        plan.budget_for(entry),
+        plan.profile.stop_rule,
+        init_controls=episode.init_controls,
+        listener=listener,
+        out_of_bounds=plan.profile.out_of_bounds,
+    )
+    timings["episode_s"] = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def setup_ahead(setup: Setup, turn: float | None) -> float:
+    """Seconds of the set-up done before the case's turn came (0 when done at its turn)."""
+    if turn is None:
+        return 0.0
+    began = setup.finished_at - setup.setup_s
+    return round(min(max(turn - began, 0.0), setup.setup_s), 3)
 
 
 def errored_record(

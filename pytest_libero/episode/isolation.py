@@ -15,19 +15,32 @@ child runs every case, except in full mode: there the child that ran a task's in
 state, and its environment, stay for the task's next state, as openpi's
 one-environment loop runs them (docs/full-mode.md). An errored case, another task or a
 lower state ends that child; the next case gets a fresh one.
+
+Set-up ahead (``--libero-prebuild``, on by default): once a case's own set-up is over,
+the process of the case pytest runs next on this worker starts and sets its episode up
+(``episode/setup.py``) while the episode runs, so at most two environments exist per
+worker. It writes to a temporary log, moved into the case's folder at its turn; a
+set-up that crashes or hangs meanwhile is killed and errors its own case at its turn.
+A case nobody runs (a stop, a skip) has its process ended and its log removed.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from multiprocessing import connection
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +54,8 @@ from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, Policy
 
 CHILD_OUTPUT = "simulator.log"
 POLICY_PHASES = ("policy_reset", "policy")
+SETUP_PHASES = ("prepared", "start", "policy_reset", "build")
+"""A case's phases before its episode: the next case's set-up waits for them to end."""
 
 
 class SimulatorCrash(EnvironmentFault):
@@ -97,25 +112,45 @@ _EXIT_WAIT_S = 30.0
 
 
 def _child(conn: Connection, sys_path: list[str]) -> None:
-    """Entry point of the case process: run the cases it is sent, one at a time.
+    """Entry point of the case process: set up and run the cases it is sent, in turn.
 
-    Each job is ``(plan, entry, case_dir, keep)``; ``None`` ends the process. With
-    ``keep`` the adapter keeps a full-mode task's environment for the next job.
+    ``("prepare", plan, entry, keep, log)`` opens the entry's episode ahead of its turn,
+    its output going to ``log`` (the case folder is made only when the case runs);
+    ``("run", plan, entry, case_dir, keep, turn)`` runs a case, in what was prepared for
+    it if anything was; ``None`` ends the process. With ``keep`` the adapter keeps a
+    full-mode task's environment for the next job.
     """
     sys.path[:] = sys_path
     from pytest_libero.episode.case import run_case_with_evidence
+    from pytest_libero.episode.setup import Setup, open_episode
 
     adapters = AdapterCache()
+    setup: Setup | None = None
+    early_log: Path | None = None
     while (job := _next_job(conn)) is not None:
-        plan, entry, case_dir, adapters.keep_environments = job
-        _capture_output(case_dir)
         heartbeat = _Heartbeat(conn)
+        if job[0] == "prepare":
+            _, plan, entry, adapters.keep_environments, log = job
+            early_log = Path(log)
+            _capture_output(early_log)
+            heartbeat.phase("build")
+            setup = open_episode(plan, entry, adapters)
+            conn.send(("prepared",))
+            continue
+        _, plan, entry, case_dir, adapters.keep_environments, turn = job
+        _capture_output(case_dir / CHILD_OUTPUT, moved_from=early_log)
+        early_log = None
         heartbeat.phase("start")
+        if setup is not None and setup.case_id != entry.case_id:
+            setup.close()  # never happens: the host sends a case to the process set up for it
+            setup = None
         policy = plan.profile.build_policy()
         try:
             record = run_case_with_evidence(plan, entry, policy, case_dir, listener=heartbeat,
-                                            phase=heartbeat.phase, adapters=adapters)
+                                            phase=heartbeat.phase, adapters=adapters,
+                                            setup=setup, turn=turn)
         finally:
+            setup = None
             policy.close()
         conn.send(("record", record))
     conn.close()
@@ -125,36 +160,77 @@ def _child(conn: Connection, sys_path: list[str]) -> None:
     os._exit(0)
 
 
-def _next_job(conn: Connection) -> tuple[RunPlan, Entry, Path, bool] | None:
+def _next_job(conn: Connection) -> tuple[Any, ...] | None:
     try:
-        job: tuple[RunPlan, Entry, Path, bool] | None = conn.recv()
+        job: tuple[Any, ...] | None = conn.recv()
     except EOFError:  # the worker is gone
         return None
     return job
 
 
-def _capture_output(case_dir: Path) -> None:
-    """Send this process's stdout and stderr to the case's simulator.log."""
-    case_dir.mkdir(parents=True, exist_ok=True)
+def _capture_output(log: Path, moved_from: Path | None = None) -> None:
+    """Send this process's stdout and stderr to ``log``, after what ``moved_from`` (the
+    log of a set-up done ahead) holds."""
+    log.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    log = os.open(case_dir / CHILD_OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if moved_from is not None:
+        _move_log(moved_from, fd)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _move_log(source: Path, fd: int) -> None:
+    """Append ``source`` to the open file ``fd`` and remove it (gone already: nothing)."""
+    with suppress(FileNotFoundError):
+        os.write(fd, source.read_bytes())
+        source.unlink()
+
+
+@dataclass(eq=False)
+class _CaseProcess:
+    """One case process as the worker watches it."""
+
+    process: BaseProcess
+    conn: Connection
+    phase: str = "start"
+    counters: dict[str, int] = field(default_factory=dict)
+    deadline: float = math.inf
+    """When the current phase has outlived its allowance (``time.monotonic()``)."""
+    record: CaseRecord | None = None
+    prepared: Entry | None = None
+    """The case this process set up ahead of its turn."""
+    ready: bool = False
+    """That set-up is done (or failed: the case's turn reports it)."""
+    lost: str | None = None
+    """"hung" or "died", once the process is."""
+    early_log: Path | None = None
+    """Where the set-up done ahead writes its output until the case's folder exists."""
+    holds: tuple[str, str, int] | None = None
+    """Full mode: the adapter, task and last state of the environment it kept."""
+
+    def told(self, phase: str, counters: dict[str, int], watchdog: Watchdog) -> None:
+        self.phase, self.counters = phase, counters
+        self.deadline = time.monotonic() + watchdog.allowance(phase)
 
 
 class SimulatorHost:
     """One worker's case processes: a fresh one per case, or in full mode the one that
     ran the task's previous state, still holding the task's environment.
 
-    ``close`` ends a process kept waiting; the plugin calls it when the session ends.
+    With ``prebuild`` the next case's process starts, and sets up its environment, as
+    soon as the running case's own set-up is over (pytest says which case a worker runs
+    next), so at most two environments exist per worker. A set-up that crashes or hangs
+    meanwhile is killed and reported by its own case, at its turn. ``close`` ends every
+    process still waiting; the plugin calls it when the session ends.
     """
 
-    def __init__(self) -> None:
-        self._process: BaseProcess | None = None
-        self._conn: Connection | None = None
-        self._holds: tuple[str, str, int] | None = None  # adapter, task, last state run
+    def __init__(self, *, prebuild: bool = True) -> None:
+        self.prebuild = prebuild
+        self._kept: _CaseProcess | None = None
+        self._next: _CaseProcess | None = None
 
     def run(
         self,
@@ -163,62 +239,153 @@ class SimulatorHost:
         case_dir: Path,
         watchdog: Watchdog,
         progress: Callable[[dict[str, int]], None] | None = None,
+        next_entry: Entry | None = None,
     ) -> CaseRecord:
         """Run the case in a case process and return its record, whatever happens to it.
 
-        ``progress`` is told the child's counters at every sign of life.
+        ``progress`` is told the child's counters at every sign of life. ``next_entry``
+        is the case this worker runs after this one, if pytest knows it.
         """
+        case = self._take(plan, entry)
+        keep = plan.mode == "full" and entry.state is not None
+        continues = keep and next_entry is not None and _later_state(plan, entry, next_entry)
+        started = time.time()
+        try:
+            if case.lost is None:
+                if case.prepared is None or case.ready:
+                    case.told("start", case.counters, watchdog)
+                case.conn.send(("run", plan, entry, case_dir, keep, started))
+            while case.record is None and case.lost is None:
+                if self._watch(case, watchdog) and progress is not None:
+                    progress(case.counters)
+                if (self.prebuild and next_entry is not None and not continues
+                        and self._next is None and case.phase not in SETUP_PHASES):
+                    self._prepare(plan, next_entry, watchdog)
+        except OSError:
+            case.lost = "died"
+        finally:
+            if case.record is None:
+                self._end(case, kill=True)
+        if case.record is None:
+            return self._lost_record(case, plan, entry, case_dir, watchdog, started)
+        record = case.record
+        if keep and record["outcome"] != "errored" and (next_entry is None or continues):
+            case.holds = (plan.adapter, entry.task_id, entry.state or 0)
+            case.record, case.prepared, case.early_log = None, None, None  # a kept one now
+            self._kept = case
+        else:
+            self._end(case, kill=False)
+        return record
+
+    def close(self) -> None:
+        """End every case process still waiting: a kept one, one set up ahead."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            self._end(kept, kill=False)
+        self.discard_prepared()
+
+    def discard_prepared(self) -> None:
+        """End the process set up ahead for a case that will not run (a skip, a stop)."""
+        prepared, self._next = self._next, None
+        if prepared is not None:
+            self._discard(prepared)
+
+    def _take(self, plan: RunPlan, entry: Entry) -> _CaseProcess:
+        """The process to run this case: the one set up for it ahead, the kept one the
+        task continues in, or a fresh one. Any other is ended."""
+        prepared, self._next = self._next, None
+        kept, self._kept = self._kept, None
+        chosen: _CaseProcess | None = None
+        if prepared is not None and prepared.prepared is not None \
+                and prepared.prepared.case_id == entry.case_id:
+            chosen = prepared
+        elif prepared is not None:
+            self._discard(prepared)
+        if kept is not None:
+            if chosen is None and _continues(kept, plan, entry):
+                chosen = kept
+            else:
+                self._end(kept, kill=False)
+        return chosen or self._start(entry)
+
+    def _prepare(self, plan: RunPlan, entry: Entry, watchdog: Watchdog) -> None:
+        """Start the next case's process and have it set its episode up now."""
+        fd, log = tempfile.mkstemp(prefix=f"pytest-libero-{entry.case_id}-", suffix=".log")
+        os.close(fd)
+        try:
+            case = self._start(entry)
+        except OSError:  # no process to spare now: the case starts one at its turn
+            Path(log).unlink(missing_ok=True)
+            return
+        case.prepared, case.early_log = entry, Path(log)
+        keep = plan.mode == "full" and entry.state is not None
+        self._next = case
+        try:
+            case.conn.send(("prepare", plan, entry, keep, log))
+        except OSError:
+            case.lost = "died"
+            return
+        case.told("build", {}, watchdog)
+
+    def _watch(self, case: _CaseProcess, watchdog: Watchdog) -> bool:
+        """Wait for the next sign of life from the running case or the one set up ahead;
+        kill either once its phase outlives its allowance. True when ``case`` spoke."""
+        watched = [c for c in (case, self._next) if c is not None and c.lost is None]
+        soonest = min(c.deadline for c in watched)
+        timeout = None if soonest == math.inf else max(0.0, soonest - time.monotonic())
+        ready = connection.wait([c.conn for c in watched], timeout)
+        spoke = False
+        for each in watched:
+            if each.conn in ready:
+                self._receive(each, watchdog)
+                spoke = spoke or each is case
+            elif time.monotonic() >= each.deadline:
+                each.lost = "hung"
+                each.process.kill()
+        return spoke
+
+    def _receive(self, case: _CaseProcess, watchdog: Watchdog) -> None:
+        try:
+            message = case.conn.recv()
+        except (EOFError, OSError):
+            case.lost = "died"
+            case.process.join(_EXIT_WAIT_S)
+            return
+        if message[0] == "record":
+            case.record = record_from_json(message[1])
+        elif message[0] == "prepared":
+            case.ready, case.phase, case.deadline = True, "prepared", math.inf
+        else:
+            case.told(message[1], message[2], watchdog)
+
+    def _lost_record(self, case: _CaseProcess, plan: RunPlan, entry: Entry, case_dir: Path,
+                     watchdog: Watchdog, started: float) -> CaseRecord:
+        """The record of a case whose process hung or died, with the cause and output."""
         from pytest_libero.episode.case import errored_record
 
-        if not self._continues(plan, entry):
-            self.close()
-        if self._process is None:
-            self._start(entry)
-        assert self._process is not None and self._conn is not None
-        process, conn = self._process, self._conn
-        keep = plan.mode == "full" and entry.state is not None
-        started = time.time()
-        phase, counters = "start", {}
-        record: CaseRecord | None = None
-        hung = False
-        try:
-            conn.send((plan, entry, case_dir, keep))
-            deadline = time.monotonic() + watchdog.allowance(phase)
-            while record is None:
-                if not conn.poll(max(0.0, deadline - time.monotonic())):
-                    hung = True
-                    break
-                message = conn.recv()
-                if message[0] == "record":
-                    record = record_from_json(message[1])
-                else:
-                    _, phase, counters = message
-                    deadline = time.monotonic() + watchdog.allowance(phase)
-                    if progress is not None:
-                        progress(counters)
-        except (EOFError, OSError):
-            pass  # the process died: below
-        finally:
-            if record is None:
-                self._end(kill=True)
-        if record is not None:
-            if keep and record["outcome"] != "errored":
-                self._holds = (plan.adapter, entry.task_id, entry.state or 0)
-            else:
-                self.close()
-            return record
-        tail = tail_of(case_dir / CHILD_OUTPUT)
+        log = case_dir / CHILD_OUTPUT
+        if case.early_log is not None and case.early_log.exists():
+            case_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                _move_log(case.early_log, fd)
+            finally:
+                os.close(fd)
+        tail = tail_of(log)
+        phase, counters, process = case.phase, case.counters, case.process
         where = f"during {phase} after {counters.get('executed_controls', 0)} controls, " \
                 f"{counters.get('policy_calls', 0)} policy calls"
+        if case.prepared is not None and phase == "build":
+            where += " (its set-up began while the previous case ran)"
         fault: EpisodeError
-        if hung and phase in POLICY_PHASES:
+        if case.lost == "hung" and phase in POLICY_PHASES:
             waited = "connect to" if phase == "policy_reset" else "answer from"
             fault = PolicyHang(
                 f"no {waited} {watchdog.policy_name} for {watchdog.allowance(phase):.0f}s "
                 f"{where}, beyond the policy's own limits (policy.wait_s / call_timeout); the "
                 "case process was killed"
             )
-        elif hung:
+        elif case.lost == "hung":
             fault = SimulatorHang(
                 f"the simulator process gave no sign of life for {watchdog.allowance(phase):.0f}s "
                 f"{where}; it was killed (raise --libero-step-timeout or --libero-build-timeout "
@@ -235,19 +402,7 @@ class SimulatorHost:
         lost["child_exit"] = process.exitcode
         return lost
 
-    def close(self) -> None:
-        """End the case process kept waiting, if any."""
-        self._end(kill=False)
-
-    def _continues(self, plan: RunPlan, entry: Entry) -> bool:
-        """Whether the kept process runs this case: the same task at a later state."""
-        if self._holds is None or self._process is None or not self._process.is_alive():
-            return False
-        adapter, task, state = self._holds
-        return (plan.mode == "full" and adapter == plan.adapter and task == entry.task_id
-                and entry.state is not None and entry.state > state)
-
-    def _start(self, entry: Entry) -> None:
+    def _start(self, entry: Entry) -> _CaseProcess:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
         parent_conn, child_conn = context.Pipe(duplex=True)
@@ -259,13 +414,11 @@ class SimulatorHost:
         finally:
             os.environ.pop(WARM_SCENE, None)
         child_conn.close()
-        self._process, self._conn = process, parent_conn
+        return _CaseProcess(process, parent_conn)
 
-    def _end(self, *, kill: bool) -> None:
-        process, conn = self._process, self._conn
-        self._process, self._conn, self._holds = None, None, None
-        if process is None or conn is None:
-            return
+    @staticmethod
+    def _end(case: _CaseProcess, *, kill: bool) -> None:
+        process, conn = case.process, case.conn
         if not kill and process.is_alive():
             try:
                 conn.send(None)
@@ -278,6 +431,28 @@ class SimulatorHost:
             process.kill()
             process.join(_EXIT_WAIT_S)
         conn.close()
+
+    def _discard(self, case: _CaseProcess) -> None:
+        """End a process set up ahead for a case it will not run, and remove its log."""
+        self._end(case, kill=True)
+        if case.early_log is not None:
+            case.early_log.unlink(missing_ok=True)
+
+
+def _continues(kept: _CaseProcess, plan: RunPlan, entry: Entry) -> bool:
+    """Whether the kept process runs this case: the same task at a later state."""
+    if kept.holds is None or not kept.process.is_alive():
+        return False
+    adapter, task, state = kept.holds
+    return (plan.mode == "full" and adapter == plan.adapter and task == entry.task_id
+            and entry.state is not None and entry.state > state)
+
+
+def _later_state(plan: RunPlan, entry: Entry, next_entry: Entry) -> bool:
+    """Whether ``next_entry`` is this full-mode task's later state (it continues here)."""
+    return (plan.mode == "full" and next_entry.task_id == entry.task_id
+            and entry.state is not None and next_entry.state is not None
+            and next_entry.state > entry.state)
 
 
 def run_isolated(

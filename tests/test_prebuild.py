@@ -1,0 +1,134 @@
+"""The next case's set-up runs while the current case runs, and changes nothing else.
+
+A worker's next case (pytest's ``nextitem``) gets its own case process, which builds,
+resets, installs its state and settles while the current episode runs. These tests run
+the real simulator: the bytes a prebuilt case delivers are those of a case built at its
+turn, and a Ctrl-C in the middle of an overlap leaves no process of the run behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.simulator
+pytest_plugins = ["pytester"]
+
+CASES = ["--libero-profile=zero", "--libero-scope=development", "--libero-task-ids=0-2",
+         "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
+         "--libero-replan-interval=5"]
+
+
+def records(folder: Path) -> dict[str, dict[str, Any]]:
+    [results] = folder.glob("zero/*/results.jsonl")
+    return {r["case"]: r for r in map(json.loads, results.read_text().splitlines())}
+
+
+def evidence(folder: Path, case: str) -> tuple[str, str]:
+    [case_dir] = folder.glob(f"zero/*/cases/{case}")
+    return ((case_dir / "observations.jsonl").read_text(), (case_dir / "actions.jsonl").read_text())
+
+
+def test_a_prebuilt_case_delivers_the_bytes_of_one_built_at_its_turn(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where a set-up done ahead logs until its turn
+    for mode in ("on", "off"):
+        result = pytester.runpytest_subprocess(*CASES, f"--libero-prebuild={mode}",
+                                               f"--libero-results={mode}")
+        result.assert_outcomes(failed=3)
+    ahead, at_turn = (records(pytester.path / mode) for mode in ("on", "off"))
+    for case in ("libero_10-00", "libero_10-01", "libero_10-02"):
+        assert evidence(pytester.path / "on", case) == evidence(pytester.path / "off", case), case
+        assert ahead[case]["identity"] == at_turn[case]["identity"], case
+        assert ahead[case]["counters"] == at_turn[case]["counters"], case
+        assert at_turn[case]["timings"]["setup_ahead_s"] == 0.0, case
+        [case_dir] = (pytester.path / "on").glob(f"zero/*/cases/{case}")
+        assert (case_dir / "simulator.log").is_file()
+    # The worker's first case has nothing to overlap with; every later one was set up,
+    # at least in part, while the case before it ran, and that is recorded as its own.
+    assert ahead["libero_10-00"]["timings"]["setup_ahead_s"] == 0.0
+    for case in ("libero_10-01", "libero_10-02"):
+        timings = ahead[case]["timings"]
+        assert 0.0 < timings["setup_ahead_s"] <= timings["setup_s"], (case, timings)
+    assert len({r["pid"] for r in ahead.values()}) == 3  # a process of its own per case
+    assert list(scratch.glob("pytest-libero-*")) == []  # the early logs moved into the cases
+
+
+def _children() -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        found.setdefault(ppid, []).append(int(stat.parent.name))
+    return found
+
+
+def _descendants(root: int) -> list[int]:
+    children = _children()
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_during_an_overlap_leaves_no_process_behind(pytester: pytest.Pytester) -> None:
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *CASES[:-2],
+               "--libero-max-policy-calls=40", "--libero-replan-interval=5"]
+    run = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 240
+        cases: list[int] = []
+        while time.monotonic() < deadline and run.poll() is None:
+            children = _children()
+            servers = [p for p in children.get(run.pid, []) if "forkserver" in _cmdline(p)]
+            cases = [p for server in servers for p in children.get(server, [])]  # forked by it
+            if len(cases) == 2:  # a case running and the next one setting up
+                break
+            time.sleep(0.2)
+        assert len(cases) == 2, run.stdout.read().decode() if run.stdout else ""
+        time.sleep(1.0)
+        everything = _descendants(run.pid)
+        run.send_signal(signal.SIGINT)
+        output = run.communicate(timeout=120)[0].decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert "KeyboardInterrupt" in output, output
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in everything):
+        time.sleep(0.2)
+    assert [p for p in everything if _alive(p)] == [], [(p, _cmdline(p)) for p in everything]
+    # The case set up ahead never had its turn: it left no case folder.
+    assert list(pytester.path.glob("libero-results/zero/*/cases/libero_10-01")) == []
