@@ -124,6 +124,7 @@ RECORDS = {
                  "clipped": {"values": 2, "max_excess": 0.02}},
                 {"call": 2, "horizon": 10, "executed": 3, "stop": False}],
         clipping={"mode": "clip", "chunks": 1, "values": 2, "max_excess": 0.02},
+        timings={"setup_s": 2.5, "setup_ahead_s": 1.5, "episode_s": 4.0},  # set up ahead
     ),
     "libero_10-1": _record("libero_10-1", "failure"),
     "libero_10-2": _errored("libero_10-2", in_setup=False),
@@ -365,6 +366,11 @@ def test_steps_rebuilt_with_times(allure_run: tuple[pytest.RunResult, Path]) -> 
     assert [s["status"] for s in errored] == ["passed", "passed", "broken"]
     assert errored[-1]["name"] == "episode errored (transport): connection_closed"
     assert "closed the connection" in errored[-1]["statusDetails"]["message"]
+
+    # Set up ahead: the step began 1.5 s before the case's turn and took its 2.5 s.
+    ahead = results["libero_10-0"]["steps"][0]
+    assert ahead["name"] == f"{ENVIRONMENT_STEP} (1.5 s of it while the previous case ran)"
+    assert (ahead["start"], ahead["stop"]) == (start - 1500, start + 1000)
 
     early = results["libero_10-3"]["steps"]
     assert [(s["name"], s["status"]) for s in early] == [(ENVIRONMENT_STEP, "broken")]

@@ -556,13 +556,18 @@ def _steps(record: CaseRecord) -> list[Any]:
     )
 
     setup_s = timings.get("setup_s")
-    env_stop = start_ms + int(float(setup_s) * 1000) if setup_s is not None else now_ms
+    # A set-up done ahead began before the case's turn (``started_at``), while the
+    # worker's previous case ran: the step starts when it did.
+    ahead_ms = int(float(timings.get("setup_ahead_s") or 0.0) * 1000)
+    env_start = start_ms - ahead_ms
+    env_stop = env_start + int(float(setup_s) * 1000) if setup_s is not None else now_ms
     steps: list[Any] = [
         TestStepResult(
-            name=ENVIRONMENT_STEP,
+            name=ENVIRONMENT_STEP + (f" ({ahead_ms / 1000:.1f} s of it while the previous "
+                                     "case ran)" if ahead_ms else ""),
             status=Status.PASSED if setup_s is not None else Status.BROKEN,
             statusDetails=None if setup_s is not None else details,
-            start=start_ms,
+            start=env_start,
             stop=env_stop,
         )
     ]
