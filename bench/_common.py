@@ -420,3 +420,70 @@ def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "c
         "controls": executed, "calls": calls,
         "renders": "every control" if episode.gate is None else renders_text(episode.gate.renders),
     }
+
+
+# ----------------------------------------------------------------- process trees
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(text.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(pid)
+    return children
+
+
+def _subtree(root: int, children: dict[int, list[int]]) -> list[int]:
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in KiB; (0, 0) once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    fields = {line.split(":")[0]: line.split()[1] for line in text.splitlines()[1:] if ":" in line}
+    return int(fields.get("Rss", 0)), int(fields.get("Pss", 0))
+
+
+class TreeMemory:
+    """Samples a process tree's memory while it runs: the peak over time of the sum over
+    each *group* of processes (the root's whole tree, or each child's subtree when
+    ``per_child``: an xdist controller's workers). RSS counts pages shared by forked
+    processes once per process (an upper bound); PSS splits them between the sharers."""
+
+    def __init__(self, root: int, *, per_child: bool, every_s: float = 0.5) -> None:
+        import threading
+
+        self.root, self.per_child, self.every_s = root, per_child, every_s
+        self.peak_rss_kb = self.peak_pss_kb = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            children = _children_map()
+            groups = ([_subtree(child, children) for child in children.get(self.root, [])]
+                      if self.per_child else [_subtree(self.root, children)])
+            for group in groups:
+                memory = [_memory_kb(pid) for pid in group]
+                self.peak_rss_kb = max(self.peak_rss_kb, sum(m[0] for m in memory))
+                self.peak_pss_kb = max(self.peak_pss_kb, sum(m[1] for m in memory))
+                self.peak_processes = max(self.peak_processes, len(group))
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        return {"peak_rss_mib": self.peak_rss_kb / 1024, "peak_pss_mib": self.peak_pss_kb / 1024}

@@ -1,9 +1,11 @@
-"""Throughput at the defaults: per-case fixed cost, per-episode cost, encoders, full mode.
+"""Throughput at the defaults: per-case fixed cost, per-episode cost, encoders, full
+mode, whole runs.
 
     python bench/throughput.py                       # every part, 3 repeats
     python bench/throughput.py --part fixed --repeats 5
     python bench/throughput.py --part episode --controls 80
     python bench/throughput.py --part full --states 4
+    python bench/throughput.py --part whole          # ~25 min on two cores
 
 Every variant runs in its own fresh Python process (so each pays its imports once, and
 a forkserver starts from nothing), one after another, interleaved: the order rotates
@@ -30,6 +32,15 @@ episode (targets: plugin / floor <= 1.10, plugin / conventional <= 0.75): one ca
 encoders: the plugin case in-process (``--libero-isolation=none``, so the setting reaches
   it) with its encoders at the default lower priority and at the case's own priority;
   also the encoders' CPU seconds (the variant process's reaped children).
+whole (issue target: plugin / conventional <= 0.75, also at -n 2): a whole run, the
+  process from its start to its exit: five libero_10 cases (tasks 0-4), ``--whole-calls``
+  calls of K controls each, at the defaults. ``plugin``: ``python -m pytest`` (process
+  isolation; the next case's set-up runs while a case runs), ``plugin-no-prebuild``
+  the same with ``--libero-prebuild=off``, ``plugin-n2`` the same at ``-n 2``;
+  ``conventional``: openpi's loop shape from ``bench/conventional.py``, one process,
+  the five episodes one after another, each with its video. All four use the same
+  zero server. The plugin variants also sample their process tree's memory (the
+  worker with its forkserver, case processes and encoders; at -n 2 each worker's).
 full (no target; the saving): full-mode cases of one task's states 0..S-1, few controls
   each: ``full-kept`` through one ``SimulatorHost`` (the worker keeps the case process and
   the task's environment, the default) against ``full-fresh`` (a fresh process and env
@@ -59,7 +70,9 @@ PARTS: dict[str, tuple[str, ...]] = {
     "episode": ("plugin", "floor", "conventional"),
     "encoders": ("niced", "same-priority"),
     "full": ("full-kept", "full-fresh"),
+    "whole": ("plugin", "plugin-no-prebuild", "plugin-n2", "conventional"),
 }
+WHOLE_TASKS = range(5)
 
 
 # --------------------------------------------------------------- the variants
@@ -177,6 +190,59 @@ def full_cases(args: argparse.Namespace, work: Path, kept: bool) -> dict[str, An
     return {"setup_s": setup, "hashes": hashes}
 
 
+def whole_pytest(args: argparse.Namespace, work: Path, *extra: str) -> list[str]:
+    """The pytest command line of a whole-run plugin variant (run from ``work``)."""
+    profile = c.websocket_profile(args.uri, work)
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            f"--libero-profile={profile.source}", "--libero-scope=development",
+            f"--libero-task-ids={WHOLE_TASKS[0]}-{WHOLE_TASKS[-1]}",
+            "--libero-budget-mode=decisions", f"--libero-max-policy-calls={args.whole_calls}",
+            f"--libero-replan-interval={args.replan_interval}", *extra]
+
+
+def whole_conventional(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    import conventional
+
+    c.prepare_simulator()
+    client = conventional.OursClient(args.uri)
+    resize = conventional.resizer("pil")
+    setup = 0.0
+    for task in WHOLE_TASKS:
+        out = conventional.conventional_episode(
+            c.entry("libero_10", task), client, args.whole_calls * args.replan_interval,
+            args.replan_interval, resize, work / f"video-{task}.mp4", False)
+        setup += out["setup_s"]
+    return {"setup_s": setup}
+
+
+WHOLE_PLUGIN = {"plugin": (), "plugin-no-prebuild": ("--libero-prebuild=off",),
+                "plugin-n2": ("-n", "2")}
+
+
+def whole_plugin(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A whole-run plugin variant as its own pytest process, timed start to exit."""
+    work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    try:
+        command = whole_pytest(args, work, *WHOLE_PLUGIN[name])
+        t0 = time.perf_counter()
+        process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        memory = c.TreeMemory(process.pid, per_child=name == "plugin-n2")
+        output, _ = process.communicate()
+        wall = time.perf_counter() - t0
+        result: dict[str, Any] = {"wall_s": wall, **memory.stop()}
+        if process.returncode != 1 or "5 failed in" not in output:  # the zero policy fails all
+            raise SystemExit(f"variant whole/{name} did not run its 5 cases:\n{output[-4000:]}")
+        [results] = work.glob("libero-results/*/*/results.jsonl")
+        records = [json.loads(line) for line in results.read_text().splitlines()]
+        result["setup_s"] = sum(r["timings"]["setup_s"] for r in records)
+        result["setup_ahead_s"] = sum(r["timings"].get("setup_ahead_s", 0.0) for r in records)
+        result["loop_s"] = sum(r["timings"]["episode_s"] for r in records)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 VARIANTS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
     "fixed/plugin": lambda a, w: fixed_plugin(a, w, preload=True),
     "fixed/plugin-no-preload": lambda a, w: fixed_plugin(a, w, preload=False),
@@ -188,6 +254,7 @@ VARIANTS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
     "encoders/same-priority": lambda a, w: encoders(a, w, niced=False),
     "full/full-kept": lambda a, w: full_cases(a, w, kept=True),
     "full/full-fresh": lambda a, w: full_cases(a, w, kept=False),
+    "whole/conventional": whole_conventional,
 }
 
 
@@ -196,6 +263,8 @@ VARIANTS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
 
 def run_variant(name: str, args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     """One variant in a fresh interpreter; its wall time from start to exit."""
+    if name.startswith("whole/plugin"):
+        return whole_plugin(name.split("/", 1)[1], args)
     out = Path(tempfile.mkstemp(prefix="bench-throughput-", suffix=".json")[1])
     command = [sys.executable, __file__, "--variant", name, "--uri", args.uri, "--out", str(out),
                *argv]
@@ -258,6 +327,22 @@ def report(part: str, runs: dict[str, list[dict[str, Any]]], args: argparse.Name
         for key, label in (("wall_s", "process wall"), ("setup_s", "setup")):
             print(f"full mode kept / fresh ({label}) = {spread(ratio('full-kept', 'full-fresh', key))}")
         print(f"delivered observations identical, kept vs fresh: {'yes' if same else 'NO'}")
+    elif part == "whole":
+        print(f"{len(WHOLE_TASKS)} libero_10 cases x {args.whole_calls} calls x "
+              f"K={args.replan_interval}, whole processes")
+        for name in ("plugin", "plugin-n2", "plugin-no-prebuild"):
+            target = "   (target <= 0.75)" if name != "plugin-no-prebuild" else ""
+            print(f"whole run {name} / conventional = "
+                  f"{spread(ratio(name, 'conventional', 'wall_s'))}{target}")
+        print(f"prebuild saving, plugin / plugin-no-prebuild = "
+              f"{spread(ratio('plugin', 'plugin-no-prebuild', 'wall_s'))}")
+        for name in WHOLE_PLUGIN:
+            ahead = c.median([r["setup_ahead_s"] for r in runs[name]])
+            rss = c.median([r["peak_rss_mib"] for r in runs[name]])
+            pss = c.median([r["peak_pss_mib"] for r in runs[name]])
+            print(f"{name}: set-up {c.median([r['setup_s'] for r in runs[name]]):.1f} s, of it "
+                  f"{ahead:.1f} s ahead of its case's turn; peak per worker: RSS {rss:.0f} MiB "
+                  f"(shared pages counted per process), PSS {pss:.0f} MiB")
 
 
 def main() -> int:
@@ -267,6 +352,7 @@ def main() -> int:
                         help="run only this part (repeatable) [all]")
     parser.add_argument("--states", type=int, default=4, help="full: states 0..S-1 [4]")
     parser.add_argument("--full-controls", type=int, default=10, help="full: controls per case [10]")
+    parser.add_argument("--whole-calls", type=int, default=20, help="whole: calls per case [20]")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
