@@ -235,10 +235,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def _case_entry(item: pytest.Item | None) -> Entry | None:
-    """The entry an item runs as a case, unless it is marked to be skipped."""
+    """The entry an item runs as a case, unless it is marked to be skipped (a ``skipif``
+    whose condition is a string is not evaluated: a set-up nobody runs is discarded)."""
     if item is None or "libero_case" not in getattr(item, "fixturenames", ()):
         return None
-    if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+    if item.get_closest_marker("skip") is not None or any(
+        any(not isinstance(condition, str) and condition
+            for condition in (*mark.args, mark.kwargs.get("condition", False)))
+        for mark in item.iter_markers("skipif")
+    ):
         return None
     callspec = getattr(item, "callspec", None)
     entry = callspec.params.get("libero_entry") if callspec is not None else None

@@ -124,7 +124,9 @@ RECORDS = {
                  "clipped": {"values": 2, "max_excess": 0.02}},
                 {"call": 2, "horizon": 10, "executed": 3, "stop": False}],
         clipping={"mode": "clip", "chunks": 1, "values": 2, "max_excess": 0.02},
-        timings={"setup_s": 2.5, "setup_ahead_s": 1.5, "episode_s": 4.0},  # set up ahead
+        # Set up ahead: began 1.5 s before the turn; its episode started when it ended.
+        timings={"setup_s": 2.5, "setup_ahead_s": 1.5, "episode_s": 4.0},
+        setup_started_at=STARTED - 1.5,
     ),
     "libero_10-1": _record("libero_10-1", "failure"),
     "libero_10-2": _errored("libero_10-2", in_setup=False),
@@ -367,10 +369,14 @@ def test_steps_rebuilt_with_times(allure_run: tuple[pytest.RunResult, Path]) -> 
     assert errored[-1]["name"] == "episode errored (transport): connection_closed"
     assert "closed the connection" in errored[-1]["statusDetails"]["message"]
 
-    # Set up ahead: the step began 1.5 s before the case's turn and took its 2.5 s.
-    ahead = results["libero_10-0"]["steps"][0]
-    assert ahead["name"] == f"{ENVIRONMENT_STEP} (1.5 s of it while the previous case ran)"
-    assert (ahead["start"], ahead["stop"]) == (start - 1500, start + 1000)
+    # Set up ahead: the step began 1.5 s before the case's turn and took its 2.5 s; the
+    # episode's first chunk starts when the set-up ended.
+    ahead = results["libero_10-0"]["steps"]
+    assert ahead[0]["name"] == f"{ENVIRONMENT_STEP} (1.5 s of it while the previous case ran)"
+    began = int((STARTED - 1.5) * 1000)
+    assert abs(began - (start - 1500)) <= 1  # milliseconds, from float seconds
+    assert (ahead[0]["start"], ahead[0]["stop"]) == (began, began + 2500)
+    assert ahead[1]["start"] == began + 2500
 
     early = results["libero_10-3"]["steps"]
     assert [(s["name"], s["status"]) for s in early] == [(ENVIRONMENT_STEP, "broken")]

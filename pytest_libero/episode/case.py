@@ -105,14 +105,16 @@ def run_case(
     """Run the entry's episode and return its full record (P9-P11).
 
     ``adapters`` keeps the adapters across the cases of one long-lived process; without
-    it each case builds its own. ``setup`` is the episode already opened for this case
-    (ahead of its turn, which came at ``turn``, a ``time.time()``); without it the case
-    opens its own once the policy has answered its reset. An episode that offers
+    it each case builds its own. ``turn`` (a ``time.time()``) is when the case was handed
+    to this process: its ``started_at``. ``setup`` is the episode already opened for it
+    ahead of that turn; without it the case opens its own once the policy has answered
+    its reset. An episode that offers
     ``safety_signals()`` (the libero adapter's monitor) adds the safety verdict and
     engagement to the record, and its raw signals to ``safety_file``.
     """
     tell = phase or (lambda name: None)
-    started = time.time()
+    ahead = setup  # set up before the case's turn (``turn``), in this process
+    started = time.time() if turn is None else turn
     timings: dict[str, float] = {}
     identity: dict[str, Any] = {}
     renders: dict[str, int] | None = None
@@ -138,6 +140,8 @@ def run_case(
                 signals = getattr(setup.episode, "safety_signals", lambda: None)()
                 setup.close()
     record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
+    if ahead is not None and "setup_s" in timings:
+        record["setup_started_at"] = round(ahead.finished_at - ahead.setup_s, 3)
     record["renders"] = renders
     if signals is not None:
         record["safety"], record["engagement"] = evaluate(signals, result.outcome == "success")

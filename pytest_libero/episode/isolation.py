@@ -33,6 +33,7 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, Policy
 
 CHILD_OUTPUT = "simulator.log"
 POLICY_PHASES = ("policy_reset", "policy")
-SETUP_PHASES = ("prepared", "start", "policy_reset", "build")
+SETUP_PHASES = ("set up", "start", "policy_reset", "build")
 """A case's phases before its episode: the next case's set-up waits for them to end."""
 
 
@@ -114,11 +115,12 @@ _EXIT_WAIT_S = 30.0
 def _child(conn: Connection, sys_path: list[str]) -> None:
     """Entry point of the case process: set up and run the cases it is sent, in turn.
 
-    ``("prepare", plan, entry, keep, log)`` opens the entry's episode ahead of its turn,
-    its output going to ``log`` (the case folder is made only when the case runs);
-    ``("run", plan, entry, case_dir, keep, turn)`` runs a case, in what was prepared for
-    it if anything was; ``None`` ends the process. With ``keep`` the adapter keeps a
-    full-mode task's environment for the next job.
+    ``("run", plan, entry, case_dir, keep, turn)`` runs a case; ``None`` ends the
+    process. ``("prepare", plan, entry, keep, log)`` opens the entry's episode ahead of
+    its turn, its output going to ``log`` (the case folder is made only when the case
+    runs), and ``("go", case_dir, turn)`` then runs that case: a message small enough
+    that sending it never waits on a process still busy with its set-up. With ``keep``
+    the adapter keeps a full-mode task's environment for the next job.
     """
     sys.path[:] = sys_path
     from pytest_libero.episode.case import run_case_with_evidence
@@ -137,13 +139,13 @@ def _child(conn: Connection, sys_path: list[str]) -> None:
             setup = open_episode(plan, entry, adapters)
             conn.send(("prepared",))
             continue
-        _, plan, entry, case_dir, adapters.keep_environments, turn = job
+        if job[0] == "go":  # the case set up above
+            _, case_dir, turn = job
+        else:
+            _, plan, entry, case_dir, adapters.keep_environments, turn = job
         _capture_output(case_dir / CHILD_OUTPUT, moved_from=early_log)
         early_log = None
         heartbeat.phase("start")
-        if setup is not None and setup.case_id != entry.case_id:
-            setup.close()  # never happens: the host sends a case to the process set up for it
-            setup = None
         policy = plan.profile.build_policy()
         try:
             record = run_case_with_evidence(plan, entry, policy, case_dir, listener=heartbeat,
@@ -200,10 +202,12 @@ class _CaseProcess:
     deadline: float = math.inf
     """When the current phase has outlived its allowance (``time.monotonic()``)."""
     record: CaseRecord | None = None
-    prepared: Entry | None = None
-    """The case this process set up ahead of its turn."""
-    ready: bool = False
-    """That set-up is done (or failed: the case's turn reports it)."""
+    prepared_for: Entry | None = None
+    """The case this process sets up ahead of its turn (None once it is a kept one)."""
+    set_up: bool = False
+    """That set-up is over (done or failed: the case's turn reports a failure)."""
+    turn_sent: bool = False
+    """The case's turn has come: the process was told to run it."""
     lost: str | None = None
     """"hung" or "died", once the process is."""
     early_log: Path | None = None
@@ -224,11 +228,12 @@ class SimulatorHost:
     soon as the running case's own set-up is over (pytest says which case a worker runs
     next), so at most two environments exist per worker. A set-up that crashes or hangs
     meanwhile is killed and reported by its own case, at its turn. ``close`` ends every
-    process still waiting; the plugin calls it when the session ends.
+    process left; the plugin calls it when the session ends (also on Ctrl-C).
     """
 
     def __init__(self, *, prebuild: bool = True) -> None:
         self.prebuild = prebuild
+        self._running: _CaseProcess | None = None
         self._kept: _CaseProcess | None = None
         self._next: _CaseProcess | None = None
 
@@ -246,84 +251,100 @@ class SimulatorHost:
         ``progress`` is told the child's counters at every sign of life. ``next_entry``
         is the case this worker runs after this one, if pytest knows it.
         """
-        case = self._take(plan, entry)
-        keep = plan.mode == "full" and entry.state is not None
-        continues = keep and next_entry is not None and _later_state(plan, entry, next_entry)
         started = time.time()
+        case = self._take(plan, entry)
+        continues = next_entry is not None and _later_state(plan, entry, next_entry)
         try:
             if case.lost is None:
-                if case.prepared is None or case.ready:
-                    case.told("start", case.counters, watchdog)
-                case.conn.send(("run", plan, entry, case_dir, keep, started))
+                self._send_turn(case, plan, entry, case_dir, started, watchdog)
             while case.record is None and case.lost is None:
                 if self._watch(case, watchdog) and progress is not None:
                     progress(case.counters)
-                if (self.prebuild and next_entry is not None and not continues
-                        and self._next is None and case.phase not in SETUP_PHASES):
+                if next_entry is not None and not continues and case.phase not in SETUP_PHASES:
                     self._prepare(plan, next_entry, watchdog)
         except OSError:
             case.lost = "died"
         finally:
             if case.record is None:
                 self._end(case, kill=True)
+                self._running = None
         if case.record is None:
             return self._lost_record(case, plan, entry, case_dir, watchdog, started)
-        record = case.record
-        if keep and record["outcome"] != "errored" and (next_entry is None or continues):
+        record, case.record = case.record, None
+        if (_keeps(plan, entry) and record["outcome"] != "errored"
+                and (next_entry is None or continues)):
             case.holds = (plan.adapter, entry.task_id, entry.state or 0)
-            case.record, case.prepared, case.early_log = None, None, None  # a kept one now
+            case.prepared_for, case.early_log = None, None  # a kept process from now on
             self._kept = case
         else:
             self._end(case, kill=False)
+        self._running = None
         return record
 
     def close(self) -> None:
-        """End every case process still waiting: a kept one, one set up ahead."""
-        kept, self._kept = self._kept, None
-        if kept is not None:
-            self._end(kept, kill=False)
+        """End every case process left: one interrupted mid-case, a kept one, one set
+        up ahead."""
+        if self._running is not None:
+            self._end(self._running, kill=True)
+            self._running = None
+        if self._kept is not None:
+            self._end(self._kept, kill=False)
+            self._kept = None
         self.discard_prepared()
 
     def discard_prepared(self) -> None:
         """End the process set up ahead for a case that will not run (a skip, a stop)."""
-        prepared, self._next = self._next, None
-        if prepared is not None:
-            self._discard(prepared)
+        if self._next is not None:
+            self._discard(self._next)
+            self._next = None
 
     def _take(self, plan: RunPlan, entry: Entry) -> _CaseProcess:
         """The process to run this case: the one set up for it ahead, the kept one the
-        task continues in, or a fresh one. Any other is ended."""
-        prepared, self._next = self._next, None
-        kept, self._kept = self._kept, None
-        chosen: _CaseProcess | None = None
-        if prepared is not None and prepared.prepared is not None \
-                and prepared.prepared.case_id == entry.case_id:
-            chosen = prepared
-        elif prepared is not None:
-            self._discard(prepared)
-        if kept is not None:
-            if chosen is None and _continues(kept, plan, entry):
-                chosen = kept
-            else:
-                self._end(kept, kill=False)
-        return chosen or self._start(entry)
+        task continues in, or a fresh one. Any other is ended first."""
+        ahead = self._next
+        if ahead is not None and (ahead.prepared_for is None
+                                  or ahead.prepared_for.case_id != entry.case_id):
+            self.discard_prepared()
+        if self._kept is not None and (self._next is not None
+                                       or not _continues(self._kept, plan, entry)):
+            self._end(self._kept, kill=False)
+            self._kept = None
+        chosen = self._next or self._kept or self._start(entry)
+        self._running, self._next, self._kept = chosen, None, None
+        return chosen
+
+    def _send_turn(self, case: _CaseProcess, plan: RunPlan, entry: Entry, case_dir: Path,
+                   turn: float, watchdog: Watchdog) -> None:
+        """Tell the process its case's turn has come. A set-up still under way keeps the
+        deadline it runs under; any other phase starts now."""
+        if case.prepared_for is None:
+            case.conn.send(("run", plan, entry, case_dir, _keeps(plan, entry), turn))
+        else:
+            case.conn.send(("go", case_dir, turn))
+        case.turn_sent = True
+        if case.prepared_for is None or case.set_up:
+            case.told("start", {}, watchdog)
 
     def _prepare(self, plan: RunPlan, entry: Entry, watchdog: Watchdog) -> None:
-        """Start the next case's process and have it set its episode up now."""
-        fd, log = tempfile.mkstemp(prefix=f"pytest-libero-{entry.case_id}-", suffix=".log")
-        os.close(fd)
-        try:
-            case = self._start(entry)
-        except OSError:  # no process to spare now: the case starts one at its turn
-            Path(log).unlink(missing_ok=True)
+        """Start the next case's process and have it set its episode up now. Anything
+        that stops this leaves the case to set up at its turn, as without set-up ahead;
+        the running case is never touched by it."""
+        if not self.prebuild or self._next is not None:
             return
-        case.prepared, case.early_log = entry, Path(log)
-        keep = plan.mode == "full" and entry.state is not None
-        self._next = case
         try:
-            case.conn.send(("prepare", plan, entry, keep, log))
-        except OSError:
-            case.lost = "died"
+            case = self._next = self._start(entry)
+            case.prepared_for, case.phase = entry, "build"
+            fd, log = tempfile.mkstemp(prefix=f"pytest-libero-{entry.case_id}-", suffix=".log")
+            os.close(fd)
+            case.early_log = Path(log)
+            case.conn.send(("prepare", plan, entry, _keeps(plan, entry), log))
+        except Exception as exc:  # noqa: BLE001 - no fork, no temporary file, a dead forkserver
+            self.discard_prepared()
+            self.prebuild = False  # what failed here would fail again for every case
+            warnings.warn(f"pytest-libero: could not set up {entry.case_id} ahead of its turn "
+                          f"({type(exc).__name__}: {exc}); this worker's cases now set up at "
+                          "their turns (--libero-prebuild=off says so up front)",
+                          RuntimeWarning, stacklevel=1)
             return
         case.told("build", {}, watchdog)
 
@@ -354,7 +375,11 @@ class SimulatorHost:
         if message[0] == "record":
             case.record = record_from_json(message[1])
         elif message[0] == "prepared":
-            case.ready, case.phase, case.deadline = True, "prepared", math.inf
+            case.set_up = True
+            if case.turn_sent:  # its turn came while it set up: it starts the case now
+                case.told("start", {}, watchdog)
+            else:  # waits for its turn, however long the case before it runs
+                case.phase, case.deadline = "set up", math.inf
         else:
             case.told(message[1], message[2], watchdog)
 
@@ -375,7 +400,7 @@ class SimulatorHost:
         phase, counters, process = case.phase, case.counters, case.process
         where = f"during {phase} after {counters.get('executed_controls', 0)} controls, " \
                 f"{counters.get('policy_calls', 0)} policy calls"
-        if case.prepared is not None and phase == "build":
+        if case.prepared_for is not None and phase == "build":
             where += " (its set-up began while the previous case ran)"
         fault: EpisodeError
         if case.lost == "hung" and phase in POLICY_PHASES:
@@ -446,6 +471,11 @@ def _continues(kept: _CaseProcess, plan: RunPlan, entry: Entry) -> bool:
     adapter, task, state = kept.holds
     return (plan.mode == "full" and adapter == plan.adapter and task == entry.task_id
             and entry.state is not None and entry.state > state)
+
+
+def _keeps(plan: RunPlan, entry: Entry) -> bool:
+    """Whether the case's process keeps its environment for the task's later states."""
+    return plan.mode == "full" and entry.state is not None
 
 
 def _later_state(plan: RunPlan, entry: Entry, next_entry: Entry) -> bool:

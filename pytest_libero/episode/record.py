@@ -138,6 +138,10 @@ class CaseRecord(TypedDict):
     error: ErrorRecord | None
     summary: str
     started_at: float
+    """The case's turn: when its worker handed it to its process (``time.time()``)."""
+    setup_started_at: NotRequired[float]
+    """When a set-up done ahead of the turn began (``--libero-prebuild``); absent when
+    the case set up at its turn."""
     timings: dict[str, float]
     worker: str
     gpu: str | None

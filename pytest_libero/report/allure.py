@@ -557,9 +557,11 @@ def _steps(record: CaseRecord) -> list[Any]:
 
     setup_s = timings.get("setup_s")
     # A set-up done ahead began before the case's turn (``started_at``), while the
-    # worker's previous case ran: the step starts when it did.
+    # worker's previous case ran: its step is drawn when it ran, and the episode starts
+    # at the turn, or when the set-up ended if that was later.
     ahead_ms = int(float(timings.get("setup_ahead_s") or 0.0) * 1000)
-    env_start = start_ms - ahead_ms
+    began = record.get("setup_started_at")
+    env_start = int(float(began) * 1000) if began is not None else start_ms
     env_stop = env_start + int(float(setup_s) * 1000) if setup_s is not None else now_ms
     steps: list[Any] = [
         TestStepResult(
@@ -578,10 +580,11 @@ def _steps(record: CaseRecord) -> list[Any]:
     episode_ms = int(float(timings.get("episode_s") or 0.0) * 1000)
     weights = [int(c.get("executed") or 0) + 1 for c in chunks]
     total = sum(weights) or 1
-    cursor, elapsed = env_stop, 0
+    episode_start = max(env_stop, start_ms)
+    cursor, elapsed = episode_start, 0
     for chunk, weight in zip(chunks, weights):
         elapsed += weight
-        stop = env_stop + episode_ms * elapsed // total
+        stop = episode_start + episode_ms * elapsed // total
         steps.append(
             TestStepResult(name=_chunk_title(chunk), status=Status.PASSED, start=cursor, stop=stop)
         )
@@ -593,7 +596,7 @@ def _steps(record: CaseRecord) -> list[Any]:
                 status=Status.BROKEN,
                 statusDetails=details,
                 start=cursor,
-                stop=max(cursor, env_stop + episode_ms),
+                stop=max(cursor, episode_start + episode_ms),
             )
         )
     return steps
