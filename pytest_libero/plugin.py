@@ -43,6 +43,7 @@ from pytest_libero.episode.record import (
     UNATTEMPTED_PROPERTY,
     CaseRecord,
     record_to_json,
+    short_chunk_note,
 )
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.launcher import LaunchedServer
@@ -109,9 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
                 config.stash[PLAN_KEY] = plan  # listing cases writes no run folder
                 _collect_conformance(config)
                 return
+            server = None
             if _served(plan) and plan.profile.launch is None:
-                preflight(plan.profile, on_wait=_tell_waiting(plan))  # before any run folder
-            recorder = start_recorder(config, plan)
+                server = preflight(plan.profile, on_wait=_tell_waiting(plan))  # before any run folder
+                _tell_reply_horizon(plan, server)
+            recorder = start_recorder(config, plan, server)
             plan = recorder.plan
         else:
             workerinput = config.workerinput  # type: ignore[attr-defined]
@@ -144,8 +147,10 @@ def _collect_conformance(config: pytest.Config) -> None:
         config.args = [str(conformance_dir())]
 
 
-def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
-    """Open the run folder: a new one, or the one --libero-resume continues."""
+def start_recorder(config: pytest.Config, plan: RunPlan,
+                   server: dict[str, Any] | None = None) -> Recorder:
+    """Open the run folder: a new one, or the one --libero-resume continues; ``server``
+    is what preflight learnt of the policy server (run.json's ``policy_server``)."""
     resume = option_value(config, "resume")
     if resume:
         clashing = ["--libero-run-id"] if option_value(config, "run-id") else []
@@ -159,11 +164,11 @@ def start_recorder(config: pytest.Config, plan: RunPlan) -> Recorder:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {difference}")
         finished = {r["case"] for r in read_results(Path(resume))}
         plan = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
-        return Recorder.resume(plan, Path(resume), gates(config))
+        return Recorder.resume(plan, Path(resume), gates(config), server)
     root = Path(option_value(config, "results"))
     if not root.is_absolute():
         root = config.invocation_params.dir / root
-    return Recorder.start(plan, root, run_id(config), gates(config))
+    return Recorder.start(plan, root, run_id(config), gates(config), server)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -201,6 +206,14 @@ def _tell_waiting(plan: RunPlan) -> Callable[[Exception], None]:
         )
         sys.stderr.flush()
     return tell
+
+
+def _tell_reply_horizon(plan: RunPlan, server: dict[str, Any]) -> None:
+    """Say once, before any case, that the server's chunks are shorter than K."""
+    note = short_chunk_note(server.get("reply_horizon"), plan.replan_interval, served=True)
+    if note is not None:
+        sys.stderr.write(f"pytest-libero: {note} (preflight's probe)\n")
+        sys.stderr.flush()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,15 +1,25 @@
 """A GR00T-style policy server for tests, written from the documented protocol alone.
 
-It does not use ``pytest_libero.policy.gr00t_wire``: its own few lines speak the wire
-(msgpack maps; arrays as ``{"__ndarray_class__": true, "as_npy": np.save bytes}``;
-modality configs as ``{"__ModalityConfig_class__": true, "as_json": ...}``), so the
-client is tested against an independent implementation.
+It does not use ``pytest_libero.policy.gr00t_wire``: its own few lines speak the wire,
+so the client is tested against an independent implementation. ``generation`` picks
+the array form it reads and writes, as Isaac-GR00T's two server generations do:
+
+* ``"npy"``: ``{"__ndarray_class__": true, "as_npy": np.save bytes}``, modality configs
+  ``{"__ModalityConfig_class__": true, "as_json": ...}``;
+* ``"msgpack-numpy"``: the PyPI msgpack-numpy package's own encode/decode (bytes keys
+  nd/type/kind/shape/data), object arrays refused before decoding, modality configs
+  ``{"__ModalityConfig__": true, "as_json": ...}``;
+* ``"both"``: reads either form, writes msgpack-numpy (a later server variant).
+
+A request in the form the server does not read reaches its handler as a plain dict,
+and its strict observation check answers as upstream's LIBERO wrapper does (``Video key
+'image' must be a numpy array. Got <class 'dict'>``).
 
 Behaviour, as GR00T N1.6's ``PolicyServer``: one ZeroMQ REP socket on 127.0.0.1, one
 request at a time; ``{"endpoint": NAME, "data": {...}}`` (+ ``api_token``) on ``ping``,
-``reset``, ``get_modality_config``, ``get_action`` (reply ``[action_dict, info]``) and
-``kill``; a failure (an unknown endpoint, a handler that raises, a bad token) answers
-``{"error": "..."}``.
+``reset``, ``get_modality_config``, ``get_action`` (reply ``[action_dict, info]``, each
+action ``(1, horizon, 1)``) and ``kill``; a failure (an unknown endpoint, a handler that
+raises, a bad token) answers ``{"error": "..."}``.
 
 Knobs (``hook(endpoint, data, count)`` where count numbers that endpoint's requests
 from 1): return None for normal behaviour, :class:`Raw` to send bytes as they are,
@@ -28,12 +38,18 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import msgpack_numpy
 import numpy as np
 import zmq
 
 ACTION_KEYS = ("action.x", "action.y", "action.z", "action.roll", "action.pitch",
                "action.yaw", "action.gripper")
+VIDEO_KEYS = ("video.image", "video.wrist_image")
+STATE_KEYS = ("state.x", "state.y", "state.z", "state.roll", "state.pitch", "state.yaw",
+              "state.gripper")
+LANGUAGE_KEY = "annotation.human.action.task_description"
 HORIZON = 16
+GENERATIONS = ("npy", "msgpack-numpy", "both")
 
 
 @dataclass
@@ -68,7 +84,7 @@ class Canary:
         return (open, (str(self.path), "w"))
 
 
-def encode(obj: Any) -> Any:
+def encode_npy(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         buffer = io.BytesIO()
         np.save(buffer, obj, allow_pickle=False)
@@ -76,43 +92,85 @@ def encode(obj: Any) -> Any:
     raise TypeError(f"cannot pack {type(obj).__name__}")
 
 
-def decode(obj: dict[Any, Any]) -> Any:
+def decode_npy(obj: dict[Any, Any]) -> Any:
     if "__ndarray_class__" in obj:
         return np.load(io.BytesIO(obj["as_npy"]), allow_pickle=False)
     return obj
 
 
-def server_pack(obj: Any) -> bytes:
-    data = msgpack.packb(obj, default=encode)
+def decode_msgpack_numpy(obj: dict[Any, Any]) -> Any:
+    """msgpack-numpy's decode, behind the hard boundary upstream puts before it: an
+    object array (pickle) is refused, never loaded."""
+    if obj.get(b"nd") and obj.get(b"kind") == b"O":
+        raise ValueError("object arrays are not supported")
+    return msgpack_numpy.decode(obj)
+
+
+def server_pack(obj: Any, generation: str = "npy") -> bytes:
+    default = encode_npy if generation == "npy" else msgpack_numpy.encode
+    data = msgpack.packb(obj, default=default)
     assert isinstance(data, bytes)
     return data
 
 
-def server_unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, object_hook=decode)
+def server_unpack(data: bytes, generation: str = "npy") -> Any:
+    if generation == "npy":
+        hook = decode_npy
+    elif generation == "msgpack-numpy":
+        hook = decode_msgpack_numpy
+    else:
+        def hook(obj: dict[Any, Any]) -> Any:
+            value = decode_npy(obj)
+            return decode_msgpack_numpy(value) if isinstance(value, dict) else value
+    return msgpack.unpackb(data, object_hook=hook)
 
 
-def modality_config() -> dict[str, Any]:
-    """What GR00T's LIBERO_PANDA embodiment reports, in its wire form."""
-    def config(keys: list[str], horizon: int = 1) -> dict[str, Any]:
-        return {"__ModalityConfig_class__": True,
-                "as_json": {"delta_indices": list(range(horizon)), "modality_keys": keys}}
+def modality_config(generation: str = "npy", horizon: int = HORIZON,
+                    marked: bool = True) -> dict[str, Any]:
+    """What GR00T's LIBERO_PANDA embodiment reports, in its wire form (``marked=False``:
+    plain maps, as a policy without ModalityConfig objects would send)."""
+    marker = "__ModalityConfig_class__" if generation == "npy" else "__ModalityConfig__"
+
+    def config(keys: list[str], steps: int = 1) -> dict[str, Any]:
+        body = {"delta_indices": list(range(steps)), "modality_keys": keys}
+        return {marker: True, "as_json": body} if marked else body
     return {
-        "video": config(["image", "wrist_image"]),
-        "state": config(["x", "y", "z", "roll", "pitch", "yaw", "gripper"]),
-        "action": config([k.split(".", 1)[1] for k in ACTION_KEYS], HORIZON),
-        "language": config(["annotation.human.action.task_description"]),
+        "video": config([k.split(".", 1)[1] for k in VIDEO_KEYS]),
+        "state": config([k.split(".", 1)[1] for k in STATE_KEYS]),
+        "action": config([k.split(".", 1)[1] for k in ACTION_KEYS], horizon),
+        "language": config([LANGUAGE_KEY]),
     }
 
 
-def scripted_actions(call: int) -> dict[str, np.ndarray]:
-    """A distinct, in-range chunk per call: each axis (1, 16, 1) float32; the gripper
-    in [0, 1] crosses 0.5 so the gr00t_libero transform shows both signs."""
-    steps = np.arange(HORIZON, dtype=np.float32)
-    chunk = {key: ((i + 1) * 0.01 + 0.001 * steps + 0.1 * call).reshape(1, HORIZON, 1)
+def check_observation(observation: Any) -> None:
+    """The strict checks of upstream's LIBERO wrapper, in its words where it has them."""
+    if not isinstance(observation, dict):
+        raise ValueError(f"Observation must be a dict. Got {type(observation)}")
+    for key in VIDEO_KEYS:
+        value = observation.get(key)
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f"Video key '{key.split('.', 1)[1]}' must be a numpy array. "
+                             f"Got {type(value)}")
+        if value.dtype != np.uint8 or value.ndim != 5:
+            raise ValueError(f"Video key '{key}' must be uint8 (B, T, H, W, C); got "
+                             f"{value.dtype} {value.shape}")
+    for key in STATE_KEYS:
+        value = observation.get(key)
+        if not isinstance(value, np.ndarray) or value.dtype != np.float32 or value.ndim != 3:
+            raise ValueError(f"State key '{key}' must be a float32 (B, T, D) numpy array. "
+                             f"Got {type(value)}")
+    if not isinstance(observation.get(LANGUAGE_KEY), list):
+        raise ValueError(f"Language key '{LANGUAGE_KEY}' must be a list of strings")
+
+
+def scripted_actions(call: int, horizon: int = HORIZON) -> dict[str, np.ndarray]:
+    """A distinct, in-range chunk per call: each axis (1, horizon, 1) float32; the
+    gripper in [0, 1] crosses 0.5 so the gr00t_libero transform shows both signs."""
+    steps = np.arange(horizon, dtype=np.float32)
+    chunk = {key: ((i + 1) * 0.01 + 0.001 * steps + 0.1 * call).reshape(1, horizon, 1)
              for i, key in enumerate(ACTION_KEYS[:-1])}
     gripper = np.where(steps % 3 == 0, 0.9, 0.2).astype(np.float32)
-    chunk["action.gripper"] = gripper.reshape(1, HORIZON, 1)
+    chunk["action.gripper"] = gripper.reshape(1, horizon, 1)
     return {k: v.astype(np.float32) for k, v in chunk.items()}
 
 
@@ -120,10 +178,15 @@ class Gr00tReferenceServer:
     """Runs the server in a background thread; see the module doc."""
 
     def __init__(self, hook: Hook | None = None, *, port: int = 0,
-                 api_token: str | None = None) -> None:
+                 api_token: str | None = None, generation: str = "npy",
+                 horizon: int = HORIZON, marked: bool = True) -> None:
+        assert generation in GENERATIONS
         self.hook = hook
         self.requested_port = port
         self.api_token = api_token
+        self.generation = generation
+        self.horizon = horizon
+        self.marked = marked
         self.requests: list[dict[str, Any]] = []
         """Every decoded request, in arrival order."""
         self.actions: list[dict[str, np.ndarray]] = []
@@ -188,10 +251,10 @@ class Gr00tReferenceServer:
 
     def _answer(self, message: bytes) -> object:
         try:
-            request = server_unpack(message)
+            request = server_unpack(message, self.generation)
             self.requests.append(request)
             if self.api_token is not None and request.get("api_token") != self.api_token:
-                return server_pack({"error": "Unauthorized: Invalid API token"})
+                return self.pack({"error": "Unauthorized: Invalid API token"})
             endpoint = request.get("endpoint", "get_action")
             count = self.counts[endpoint] = self.counts.get(endpoint, 0) + 1
             data = request.get("data")
@@ -204,10 +267,14 @@ class Gr00tReferenceServer:
                 time.sleep(special.seconds)
                 special = None
             if special is not None:
-                return server_pack(special)
-            return server_pack(self._default(endpoint, data, count))
+                return self.pack(special)
+            return self.pack(self._default(endpoint, data, count))
         except Exception as exc:  # noqa: BLE001 - the server answers every failure
-            return server_pack({"error": f"{type(exc).__name__}: {exc}"})
+            return self.pack({"error": str(exc)})
+
+    def pack(self, reply: Any) -> bytes:
+        """A reply in this server's generation (``both`` writes msgpack-numpy)."""
+        return server_pack(reply, "npy" if self.generation == "npy" else "msgpack-numpy")
 
     def _default(self, endpoint: str, data: Any, count: int) -> Any:
         if endpoint == "ping":
@@ -218,11 +285,12 @@ class Gr00tReferenceServer:
         if endpoint == "reset":
             return {}
         if endpoint == "get_modality_config":
-            return modality_config()
+            return modality_config(self.generation, self.horizon, self.marked)
         if endpoint == "get_action":
             if not isinstance(data, dict) or set(data) != {"observation", "options"}:
                 raise ValueError(f"get_action data must be {{observation, options}}, got {data!r}")
-            actions = scripted_actions(count)
+            check_observation(data["observation"])
+            actions = scripted_actions(count, self.horizon)
             self.actions.append(actions)
             return [actions, {}]
         raise ValueError(f"Unknown endpoint: {endpoint}")

@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gr00t_reference_server import ACTION_KEYS, DIE, Canary, Gr00tReferenceServer, Raw, on
+from gr00t_reference_server import (
+    ACTION_KEYS,
+    DIE,
+    HORIZON,
+    Canary,
+    Gr00tReferenceServer,
+    Raw,
+    on,
+)
 from libero_native import native_first_observation
 from ports import free_port
 
@@ -48,18 +56,33 @@ def mapped(actions: dict[str, np.ndarray]) -> np.ndarray:
     return chunk
 
 
+PREFLIGHT = ["ping", "get_modality_config", "reset", "get_action", "reset"]
+"""What the run sends before any case: the wire decided, one probe get_action."""
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
 def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, generation: str,
 ) -> None:
-    with Gr00tReferenceServer() as server:
+    with Gr00tReferenceServer(generation=generation) as server:
         result = pytester.runpytest("--libero-profile=gr00t", f"--libero-endpoint={server.uri}",
                                     *OPTIONS, *SMALL)
     result.assert_outcomes(failed=2)  # native failures: every check below is ours
     run = run_dir(pytester)
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert [r["case"] for r in records] == ["libero_10-00", "libero_10-01"]
+    assert json.loads((run / "run.json").read_text())["policy_server"] == {
+        "transport": "gr00t", "endpoint": server.uri, "wire": generation,
+        "wire_decided_by": "get_modality_config marker", "reply_horizon": HORIZON}
+    for record in records:
+        assert record["policy_metadata"]["wire"] == generation
+        assert record["reply_horizon"] == HORIZON and "reply_note" not in record
+    assert "reply_note" not in result.stdout.str() and "actions per call" not in result.stdout.str()
 
-    # One episode per case: ping, the modality config and one reset, then its calls.
+    # Preflight, then one episode per case: ping, the modality config and one reset,
+    # then its calls.
+    assert server.endpoints()[:len(PREFLIGHT)] == PREFLIGHT
+    del server.requests[:len(PREFLIGHT)], server.actions[0]
     episodes: list[list[dict[str, Any]]] = []
     for request in server.requests:
         if request["endpoint"] == "reset":
@@ -119,7 +142,9 @@ def test_cases_send_what_the_folder_recorded_and_execute_the_mapped_reply(
 def test_a_pickle_reply_errors_the_case_with_that_cause(pytester: pytest.Pytester) -> None:
     canary = pytester.path / "canary"
     payload = pickle.dumps(Canary(canary))
-    with Gr00tReferenceServer(on("get_action", Raw(payload))) as server:
+    # get_action 1 is preflight's probe; a server that answers pickle there is refused
+    # before any case (test_gr00t_client.py), so this one turns at the case's first call.
+    with Gr00tReferenceServer(on("get_action", Raw(payload), count=2)) as server:
         result = pytester.runpytest("--libero-profile=gr00t", f"--libero-endpoint={server.uri}",
                                     "--libero-scope=task_coverage", "--libero-suite=libero_10",
                                     "--libero-task-ids=0", *SMALL)
@@ -137,7 +162,8 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(pytester: pytes
     port = free_port()
     args = ["--libero-profile=gr00t", f"--libero-endpoint=tcp://127.0.0.1:{port}",
             "--libero-server-wait=2", "--libero-scope=development", "--libero-task-ids=0-2", *SMALL]
-    with Gr00tReferenceServer(on("reset", DIE, count=2), port=port):  # dies at episode 2
+    # Resets 1 and 2 are preflight's; the third starts episode 1, the fourth episode 2.
+    with Gr00tReferenceServer(on("reset", DIE, count=4), port=port):  # dies at episode 2
         result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     run = run_dir(pytester)
@@ -155,6 +181,37 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(pytester: pytes
     with Gr00tReferenceServer(port=port) as server:
         finish = pytester.runpytest(*args, f"--libero-resume={run}")
     assert finish.ret == pytest.ExitCode.TESTS_FAILED  # native failures
-    assert server.endpoints().count("reset") == 1  # only the unattempted case ran
+    assert server.endpoints()[:len(PREFLIGHT)] == PREFLIGHT
+    assert server.endpoints().count("reset") - 2 == 1  # only the unattempted case ran
     summary = json.loads((run / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["stopped"] is None
+
+
+def test_a_server_answering_fewer_actions_than_k_is_said_once_everywhere(
+    pytester: pytest.Pytester,
+) -> None:
+    """K = 8 (the profile's) against a server answering 4: not an error (the contract
+    allows shorter chunks), but the case line, the record, the summary, the terminal and
+    Allure say so."""
+    with Gr00tReferenceServer(generation="msgpack-numpy", horizon=4) as server:
+        result = pytester.runpytest(
+            "--libero-profile=gr00t", f"--libero-endpoint={server.uri}",
+            "--libero-scope=task_coverage", "--libero-suite=libero_10", "--libero-task-ids=0",
+            "--libero-budget-mode=decisions", "--libero-max-policy-calls=2",
+            f"--alluredir={pytester.path / 'allure'}")
+    result.assert_outcomes(failed=1)
+    note = "the server answers 4 actions per call; the profile executes up to 8"
+    err = "\n".join(result.stderr.lines)
+    assert f"pytest-libero: {note} (preflight's probe)" in err
+    [record] = [json.loads(x) for x in (run_dir(pytester) / "results.jsonl").read_text().splitlines()]
+    assert record["reply_horizon"] == 4 and record["reply_note"] == note
+    assert [c["horizon"] for c in record["chunks"]] == [4, 4]
+    assert record["counters"]["executed_controls"] == 8  # 4 per call, not 8
+    summary = json.loads((run_dir(pytester) / "summary.json").read_text())
+    assert summary["reply_horizon"] == {"fewest": 4, "most": 4, "short_cases": 1, "note": note}
+    out = result.stdout.str()
+    assert out.count(f"{note} (1 of 1 cases)") == 1  # the terminal summary, once
+    assert "libero_10-00 finished in" in out and f"; {note}" in out  # the case's line
+    [case] = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")
+              if json.loads(p.read_text()).get("name", "").startswith("libero_10-00")]
+    assert case["description"].count(note) == 1

@@ -15,6 +15,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import msgpack
+import msgpack_numpy
 import numpy as np
 import pytest
 from gr00t_reference_server import (
@@ -32,7 +34,7 @@ from ports import free_port
 from pytest_libero.config.profiles import load_profile, parse_profile
 from pytest_libero.policy.contract import RAW_REPLY, Observation
 from pytest_libero.policy.gr00t import Gr00tClient, Gr00tPolicy
-from pytest_libero.policy.gr00t_wire import looks_pickled, unpack
+from pytest_libero.policy.gr00t_wire import Wire, looks_pickled, unpack
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import EpisodeError, SetupError
 
@@ -54,8 +56,12 @@ def policy_for(server: Gr00tReferenceServer, *, call_timeout: float = 5.0,
                        call_timeout=call_timeout, wait_s=5.0)
 
 
-def test_an_episode_pings_reads_the_modality_config_resets_and_maps_the_reply() -> None:
-    with Gr00tReferenceServer() as server:
+@pytest.mark.parametrize(("generation", "wire"), [
+    ("npy", "npy"), ("msgpack-numpy", "msgpack-numpy"), ("both", "msgpack-numpy")])
+def test_an_episode_pings_reads_the_modality_config_resets_and_maps_the_reply(
+    generation: str, wire: str,
+) -> None:
+    with Gr00tReferenceServer(generation=generation) as server:
         policy = policy_for(server, options={"state.x": 0.25, "state.gripper": "0.03,-0.03"})
         try:
             policy.reset()
@@ -65,6 +71,8 @@ def test_an_episode_pings_reads_the_modality_config_resets_and_maps_the_reply() 
     assert server.endpoints() == ["ping", "get_modality_config", "reset", "get_action"]
     assert server.requests[2]["data"] == {"options": None}
     assert policy.metadata["modality_config"]["action"]["modality_keys"][-1] == "gripper"
+    assert policy.metadata["wire"] == wire
+    assert policy.metadata["wire_decided_by"] == "get_modality_config marker"
     sent = server.requests[3]["data"]["observation"]
     assert sent["annotation.human.action.task_description"] == ["put the bowl on the plate"]
     for key in ("video.image", "video.wrist_image"):
@@ -121,7 +129,64 @@ def test_pickle_replies_error_with_that_cause_and_nothing_is_unpickled(
 
 def test_an_empty_msgpack_map_is_not_mistaken_for_pickle() -> None:
     assert looks_pickled(server_pack({})) is None
-    assert unpack(server_pack({}), "test") == {}
+    assert unpack(server_pack({}), "test").value == {}
+
+
+def object_array_reply(canary: Path, generation: str) -> bytes:
+    """A get_action reply whose action.x is an object array holding the canary, written
+    by each generation's real encoder (np.save with pickle allowed; msgpack-numpy)."""
+    array = np.array([Canary(canary)], dtype=object)
+    if generation == "npy":
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=True)
+        value: Any = {"__ndarray_class__": True, "as_npy": buffer.getvalue()}
+        data = msgpack.packb([{"action.x": value}, {}])
+    else:
+        data = msgpack.packb([{"action.x": array}, {}], default=msgpack_numpy.encode)
+    assert isinstance(data, bytes)
+    return data
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
+def test_an_object_array_in_either_form_errors_the_case_and_nothing_is_unpickled(
+    tmp_path: Path, generation: str,
+) -> None:
+    canary = tmp_path / "canary"
+    payload = object_array_reply(canary, generation)
+    with Gr00tReferenceServer(on("get_action", Raw(payload)), generation=generation) as server:
+        policy = policy_for(server)
+        policy.reset()
+        with pytest.raises(EpisodeError) as caught:
+            policy.infer(observation())
+        policy.close()
+    assert caught.value.kind == "policy_transport"
+    assert caught.value.cause == "protocol_violation"
+    assert f"the GR00T server at {server.uri} (get_action)" in str(caught.value)
+    assert "never" in str(caught.value)  # ... decoded / unpickled
+    assert not canary.exists()
+
+
+def test_an_npy_header_claiming_more_than_its_bytes_is_refused_before_any_array() -> None:
+    header = io.BytesIO()  # numpy's own writer, so only the shape lies
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**11,)})
+    lying = header.getvalue() + np.zeros(4, np.float32).tobytes()
+    data = msgpack.packb([{"action.x": {"__ndarray_class__": True, "as_npy": lying}}, {}])
+    started = time.monotonic()
+    with pytest.raises(EpisodeError, match=r"needs 400000000000 bytes of data but the message "
+                                           r"carries 16"):
+        unpack(data, "the GR00T server at tcp://x (get_action)")
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
+def test_replies_are_read_in_either_form_and_say_which(generation: str) -> None:
+    array = np.arange(6, dtype=np.float32).reshape(1, 6, 1)
+    message = unpack(server_pack({"a": array, "n": 3}, generation), "test")
+    assert message.forms == {Wire(generation)}
+    assert np.array_equal(message.value["a"], array) and message.value["a"].dtype == np.float32
+    assert message.value["n"] == 3
+    assert unpack(server_pack({"n": 3}, generation), "test").forms == frozenset()
 
 
 @pytest.mark.parametrize(("name", "answer", "cause", "words"), [
@@ -168,9 +233,113 @@ def test_api_token_is_sent_when_the_server_wants_one() -> None:
         with Gr00tClient(server.uri, connect_timeout=2, call_timeout=2, api_token="s3cret") as ok:
             assert ok.wait_ready(3)["status"] == "ok"
         with Gr00tClient(server.uri, connect_timeout=2, call_timeout=2) as without:
-            with pytest.raises(EpisodeError, match="Unauthorized"):
+            with pytest.raises(EpisodeError, match=r"refused the API token \(no token was "
+                                                   r"sent\): Unauthorized") as caught:
                 without.wait_ready(3)
+    assert caught.value.cause == "token_refused"
     assert [r.get("api_token") for r in server.requests] == ["s3cret", None]
+
+
+TOKEN_ENV = "PYTEST_LIBERO_TEST_GR00T_TOKEN"
+
+
+def token_profile(endpoint: str, env: str | None) -> Any:
+    text = GR00T_TOML.read_text()
+    if env is not None:
+        text = text.replace('# api_token_env = "GR00T_API_TOKEN"', f'api_token_env = "{env}"')
+    return parse_profile(text.encode(), "token.toml").with_overrides(endpoint=endpoint, wait_s=3.0)
+
+
+@pytest.mark.parametrize(("env", "value", "words"), [
+    (None, None, "no token was sent: the profile sets no policy.api_token_env"),
+    (TOKEN_ENV, None, f"no token was sent: policy.api_token_env names {TOKEN_ENV}, which is "
+                      "not set here"),
+    (TOKEN_ENV, "wrong", f"the token in ${TOKEN_ENV} was sent"),
+])
+def test_a_refused_token_is_a_usage_error_that_names_policy_api_token_env(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, value: str | None, words: str,
+) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    if value is not None:
+        monkeypatch.setenv(TOKEN_ENV, value)
+    with Gr00tReferenceServer(api_token="s3cret") as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(token_profile(server.uri, env))
+        monkeypatch.setenv(TOKEN_ENV, "s3cret")
+        facts = preflight(token_profile(server.uri, TOKEN_ENV))
+    text = str(caught.value)
+    assert f"the GR00T server at {server.uri} (profile 'gr00t'" in text
+    assert f"refused the API token ({words})" in text
+    assert "Set policy.api_token_env in the profile" in text and "no case was run" in text
+    assert "s3cret" not in text and "wrong" not in text  # a token is never printed
+    assert facts["wire"] == "npy"
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy", "both"])
+@pytest.mark.parametrize("horizon", [4, 8, 16])
+def test_preflight_decides_the_wire_and_reads_the_reply_horizon(
+    generation: str, horizon: int,
+) -> None:
+    with Gr00tReferenceServer(generation=generation, horizon=horizon) as server:
+        facts = preflight(gr00t_profile(server.uri, 3.0))
+    assert facts == {
+        "transport": "gr00t", "endpoint": server.uri,
+        "wire": "npy" if generation == "npy" else "msgpack-numpy",
+        "wire_decided_by": "get_modality_config marker", "reply_horizon": horizon,
+    }
+    # The probe is the request every case sends, then a reset so no episode is left open.
+    assert server.endpoints() == ["ping", "get_modality_config", "reset", "get_action", "reset"]
+    probe = server.requests[3]["data"]["observation"]
+    assert not probe["video.image"].any() and probe["video.image"].shape == (1, 1, 256, 256, 3)
+    assert set(probe) == {"video.image", "video.wrist_image", *STATE,
+                          "annotation.human.action.task_description"}
+
+
+def test_a_server_whose_generation_cannot_be_told_is_a_usage_error_unless_pinned() -> None:
+    with Gr00tReferenceServer(generation="msgpack-numpy", marked=False) as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(gr00t_profile(server.uri, 3.0))
+        pinned = preflight(wired_profile(server.uri, "msgpack-numpy"))
+        with pytest.raises(SetupError) as wrong:
+            preflight(wired_profile(server.uri, "npy"))
+    text = str(caught.value)
+    assert f"the GR00T server at {server.uri} cannot be told apart by generation" in text
+    assert "no ModalityConfig marker of either generation" in text
+    assert 'policy.wire = "npy" (np.save bytes' in text and 'or "msgpack-numpy"' in text
+    assert "no case was run" in text
+    assert pinned["wire"] == "msgpack-numpy" and pinned["wire_decided_by"] == "profile (policy.wire)"
+    # Pinned to the other form: the server's model sees dicts, and the error says why.
+    text = str(wrong.value)
+    assert "refused a preflight request (its probe get_action is the request every" in text
+    assert "(get_action) answered with an error" in text
+    assert "Video key 'image' must be a numpy array. Got <class 'dict'>" in text
+    assert "sent its arrays in the npy form" in text and 'policy.wire = "msgpack-numpy"' in text
+
+
+def test_a_pin_that_contradicts_the_server_marker_is_a_usage_error() -> None:
+    with Gr00tReferenceServer(generation="npy") as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(wired_profile(server.uri, "msgpack-numpy"))
+    assert ("marks its modality config as the npy generation, but the profile pins "
+            'policy.wire = "msgpack-numpy"') in str(caught.value)
+    assert [r["endpoint"] for r in server.requests] == ["ping", "get_modality_config"]
+
+
+def wired_profile(endpoint: str, wire: str) -> Any:
+    text = GR00T_TOML.read_text().replace('wire = "auto"', f'wire = "{wire}"')
+    assert f'wire = "{wire}"' in text
+    return parse_profile(text.encode(), "wired.toml").with_overrides(endpoint=endpoint, wait_s=3.0)
+
+
+def test_policy_wire_is_checked_and_only_for_gr00t() -> None:
+    text = GR00T_TOML.read_text()
+    with pytest.raises(SetupError, match=r"policy\.wire.*'pickle'.*auto, npy, msgpack-numpy"):
+        parse_profile(text.replace('wire = "auto"', 'wire = "pickle"').encode(), "x.toml")
+    pi05 = (GR00T_TOML.parent / "pi05.toml").read_text()
+    with pytest.raises(SetupError, match=r"policy\.wire.*only with transport = 'gr00t'"):
+        parse_profile(pi05.replace('[policy]', '[policy]\nwire = "npy"').encode(), "x.toml")
+    assert load_profile("gr00t").wire == "auto"
+    assert load_profile("gr00t").identity()["wire"] == "auto"
 
 
 def gr00t_profile(endpoint: str, wait_s: float = 1.0) -> Any:
@@ -189,6 +358,11 @@ def test_preflight_names_the_endpoint_when_no_server_is_there() -> None:
     assert "profile 'gr00t'" in text and "run_gr00t_server.py" in text
     assert told, "the operator is told at once that nothing answers"
     assert server_gone(gr00t_profile(endpoint, 0.5)) is not None
+
+
+GR00T_TOML = Path(__file__).parents[1] / "pytest_libero/data/profiles/gr00t.toml"
+STATE = ("state.x", "state.y", "state.z", "state.roll", "state.pitch", "state.yaw",
+         "state.gripper")
 
 
 def test_a_server_of_the_pickle_generation_is_refused_at_preflight(tmp_path: Path) -> None:
@@ -290,3 +464,24 @@ def test_a_policy_server_needs_no_pyzmq() -> None:
          "from pytest_libero.config.profiles import load_profile; load_profile('gr00t')"],
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_refused_token_stops_the_run_before_any_case(pytester: pytest.Pytester) -> None:
+    with Gr00tReferenceServer(api_token="s3cret") as server:
+        result = pytester.runpytest("--libero-profile=gr00t", f"--libero-endpoint={server.uri}",
+                                    "--libero-server-wait=3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    error = "\n".join(result.stderr.lines)
+    assert "refused the API token (no token was sent: the profile sets no policy.api_token_env)" in error
+    assert not (pytester.path / "libero-results").exists()
+    assert server.endpoints() == ["ping"]
+
+
+def test_a_fortran_ordered_npy_array_reads_as_its_values() -> None:
+    array = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    assert b"'fortran_order': True" in buffer.getvalue()
+    data = msgpack.packb({"a": {"__ndarray_class__": True, "as_npy": buffer.getvalue()}})
+    decoded = unpack(data, "test").value["a"]
+    assert np.array_equal(decoded, array) and decoded.flags.c_contiguous

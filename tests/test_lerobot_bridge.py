@@ -36,9 +36,10 @@ from pytest_libero.bridges import lerobot as bridge
 from pytest_libero.bridges.lerobot import BridgeRefused, Feature, InputPlan
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes, read_observations
 from pytest_libero.policy.contract import Observation
+from pytest_libero.policy.errors import ServerError, ServerUnavailable
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.probe import wait_for_health
-from pytest_libero.policy.websocket import ServerError, ServerUnavailable, WebsocketPolicyClient
+from pytest_libero.policy.websocket import WebsocketPolicyClient
 from pytest_libero.protocol.hashing import array_sha256
 
 ROOT = Path(__file__).resolve().parents[1]

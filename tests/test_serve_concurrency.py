@@ -24,10 +24,11 @@ from scripted_policies import TESTS_DIR
 
 from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.contract import Observation
+from pytest_libero.policy.errors import ServerError
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.probe import wait_for_health
 from pytest_libero.policy.server import SERVER_KEY
-from pytest_libero.policy.websocket import ServerError, WebsocketPolicyClient
+from pytest_libero.policy.websocket import WebsocketPolicyClient
 
 pytest_plugins = ["pytester"]
 

@@ -15,17 +15,15 @@ import numpy as np
 import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 
-from pytest_libero.policy.codec import CodecError
-from pytest_libero.policy.websocket import (
+from pytest_libero.policy.errors import (
     CallTimeout,
+    CodecError,
     ConnectionLost,
     ProtocolViolation,
     ServerError,
     ServerUnavailable,
-    WebsocketPolicyClient,
-    check_health,
-    health_url,
 )
+from pytest_libero.policy.websocket import WebsocketPolicyClient, check_health, health_url
 from pytest_libero.protocol.errors import PolicyTransportError
 
 

@@ -21,6 +21,7 @@ from pytest_libero.data import data_path
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
 from pytest_libero.policy.factory import build_inprocess
 from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
+from pytest_libero.policy.gr00t_wire import WIRE_SETTINGS
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.layout import RequestLayout
 from pytest_libero.policy.remote import WebsocketPolicy
@@ -42,7 +43,7 @@ _ENDPOINT_SCHEMES = {"websocket": ("ws://", "wss://"), "gr00t": ("tcp://",)}
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
              "budget", "stop", "action", "reply"}
 _POLICY_KEYS = {"transport", "factory", "options", "endpoint", "connect_timeout", "call_timeout",
-                "wait_s", "server_hint", "api_token_env"}
+                "wait_s", "server_hint", "api_token_env", "wire"}
 _ACTION_KEYS = {"out_of_bounds"}
 _REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
 _GR00T_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "batch", "time", "state"}
@@ -90,6 +91,8 @@ class Profile:
     """State key -> the policy option that may replace its constant (gr00t)."""
     api_token_env: str | None = None
     """The environment variable holding a GR00T server's api_token (never recorded)."""
+    wire: str = "auto"
+    """A GR00T server's array form: "auto" (told at preflight), "npy" or "msgpack-numpy"."""
 
     @property
     def state_fed(self) -> str:
@@ -182,7 +185,7 @@ class Profile:
             return Gr00tPolicy(self.endpoint, layout=self.gr00t,
                                connect_timeout=self.connect_timeout,
                                call_timeout=self.call_timeout, wait_s=self.wait_s,
-                               api_token=self.api_token)
+                               api_token=self.api_token, wire=self.wire)
         return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})",
                                out_of_bounds=self.out_of_bounds)
 
@@ -194,6 +197,7 @@ class Profile:
             "infrastructure": self.infrastructure,
             "track": self.track,
             "transport": self.transport,
+            **({"wire": self.wire} if self.transport == "gr00t" else {}),
             "factory": self.factory or None,
             "options": {k: str(v) for k, v in self.options.items()},
             "endpoint": self.endpoint,
@@ -242,7 +246,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         if ":" not in factory:
             check.fail("policy.factory", f"{factory!r}", "'module:callable'")
         for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint",
-                    "api_token_env"):
+                    "api_token_env", "wire"):
             if key in policy:
                 check.fail(f"policy.{key}", "set", "only with a served transport "
                            "(websocket, gr00t)")
@@ -252,8 +256,9 @@ def parse_profile(data: bytes, source: str) -> Profile:
             check.fail("policy.factory", "set", "only with transport = 'inprocess'")
         if "options" in policy and transport != "gr00t":
             check.fail("policy.options", "set", "only with transport = 'inprocess' or 'gr00t'")
-        if "api_token_env" in policy and transport != "gr00t":
-            check.fail("policy.api_token_env", "set", "only with transport = 'gr00t'")
+        for key in ("api_token_env", "wire"):
+            if key in policy and transport != "gr00t":
+                check.fail(f"policy.{key}", "set", "only with transport = 'gr00t'")
     endpoint = policy.get("endpoint")
     schemes = _ENDPOINT_SCHEMES.get(transport, _ENDPOINT_SCHEMES["websocket"])
     if endpoint is not None:
@@ -314,6 +319,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         state_options=state_options,
         api_token_env=(check.string(policy, "api_token_env", "policy.")
                        if "api_token_env" in policy else None),
+        wire=check.choice(policy, "wire", WIRE_SETTINGS, "policy.", default="auto"),
     )
     if gr00t is not None:
         profile = replace(profile, gr00t=replace(

@@ -16,7 +16,7 @@ from typing import Any, cast
 from pytest_libero.adapters import AdapterCache
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
-from pytest_libero.config.profiles import STATE_FED
+from pytest_libero.config.profiles import SERVED, STATE_FED
 from pytest_libero.episode.loop import (
     EpisodeListener,
     EpisodeResult,
@@ -25,7 +25,7 @@ from pytest_libero.episode.loop import (
     error_record,
     run_episode,
 )
-from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord
+from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
@@ -261,5 +261,11 @@ def _assemble(
     }
     if "perturbation" in identity:  # what the adapter drew and applied (docs/perturbations.md)
         record["perturbation"] = identity["perturbation"]
+    horizons = [chunk["horizon"] for chunk in result.chunks if chunk["horizon"]]
+    record["reply_horizon"] = min(horizons) if horizons else None
+    note = short_chunk_note(record["reply_horizon"], record["budget"]["replan_interval"],
+                            served=plan.profile.transport in SERVED)
+    if note is not None:
+        record["reply_note"] = note
     return record
 

@@ -162,6 +162,21 @@ class CaseRecord(TypedDict):
     perturbation: NotRequired[dict[str, Any]]
     """A generated perturbation as drawn and applied: kind, level, parameters, seed,
     generator, redraws (docs/perturbations.md); absent for unperturbed cases."""
+    reply_horizon: NotRequired[int | None]
+    """The fewest actions any reply of the case held (None when none held actions);
+    ``chunks`` keeps each reply's own. Absent in older records."""
+    reply_note: NotRequired[str]
+    """Present when ``reply_horizon`` is below the replan interval K: says so in words."""
+
+
+def short_chunk_note(reply_horizon: int | None, replan_interval: int, *, served: bool) -> str | None:
+    """The words for replies shorter than K (the contract allows them: not an error, but
+    the run executes fewer actions per call than its profile says), else None."""
+    if reply_horizon is None or reply_horizon >= replan_interval:
+        return None
+    who = "the server" if served else "the policy"
+    return (f"{who} answers {reply_horizon} actions per call; the profile executes up to "
+            f"{replan_interval}")
 
 
 def record_from_json(data: Any) -> CaseRecord:

@@ -34,14 +34,22 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import msgpack
 import numpy as np
 
-from pytest_libero.protocol.errors import PolicyTransportError
+from pytest_libero.policy.errors import CodecError
 
-__all__ = ["MAX_DEPTH", "CodecError", "pack", "unpack"]
+__all__ = [
+    "MAX_DEPTH",
+    "array_fields",
+    "decode_array",
+    "decode_msgpack_numpy",
+    "is_msgpack_numpy",
+    "pack",
+    "unpack",
+]
 
 MAX_DEPTH: Final = 32
 """Deepest container nesting accepted either way; real observations are 2-3 deep."""
@@ -59,12 +67,6 @@ _REFUSED_HINT: Final = (
     "only bool, integer, float, bytes and unicode arrays travel; convert the value "
     "(e.g. arr.astype(np.float32)) or send it another way"
 )
-
-
-class CodecError(PolicyTransportError):
-    """A message could not be written or read in the openpi wire format."""
-
-    cause: ClassVar[str] = "codec"
 
 
 # --------------------------------------------------------------------------- pack
@@ -133,6 +135,16 @@ def _to_wire(obj: Any, path: str, depth: int) -> Any:
 
 
 def _array_to_wire(arr: np.ndarray[Any, Any], path: str) -> dict[bytes, Any]:
+    data, dtype, shape = array_fields(arr, path)
+    return {b"__ndarray__": True, b"data": data, b"dtype": dtype, b"shape": shape}
+
+
+def array_fields(arr: np.ndarray[Any, Any], path: str) -> tuple[memoryview, str, list[int]]:
+    """An array as it travels in either map form (openpi's, msgpack-numpy's): its raw
+    C-order little-endian bytes (a view, no copy when already so), dtype string and shape.
+
+    Raises ``CodecError`` naming ``path`` for a dtype that never travels.
+    """
     if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
         raise CodecError(f"{path}: array dtype {arr.dtype} is refused; {_REFUSED_HINT}")
     if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and not _LITTLE):
@@ -140,12 +152,7 @@ def _array_to_wire(arr: np.ndarray[Any, Any], path: str) -> dict[bytes, Any]:
     if not arr.flags.c_contiguous:
         # (Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.)
         arr = arr.copy(order="C")
-    return {
-        b"__ndarray__": True,
-        b"data": arr.data,  # a memoryview over the array: no copy
-        b"dtype": arr.dtype.str,
-        b"shape": list(arr.shape),
-    }
+    return arr.data, arr.dtype.str, list(arr.shape)
 
 
 def _scalar_to_wire(value: np.generic[Any], path: str) -> Any:
@@ -255,21 +262,22 @@ _MSGPACK_NUMPY_KEYS: Final = frozenset(
 )
 
 
+def is_msgpack_numpy(obj: dict[Any, Any]) -> bool:
+    """Whether a map is an array or scalar in the PyPI msgpack-numpy form."""
+    return (_has(obj, "nd") and _has(obj, "type") and _has(obj, "data")
+            and all(k in _MSGPACK_NUMPY_KEYS for k in obj))
+
+
 def _decode_map(obj: dict[Any, Any]) -> Any:
     """msgpack object_hook: turn array and scalar maps into numpy values."""
     if _has(obj, "__ndarray__"):
-        return _decode_array(
+        return decode_array(
             _field(obj, "data"), _field(obj, "dtype"), _field(obj, "shape"), "__ndarray__"
         )
     if _has(obj, "__npgeneric__"):
         return _decode_npgeneric(_field(obj, "data"), _field(obj, "dtype"))
-    if (
-        _has(obj, "nd")
-        and _has(obj, "type")
-        and _has(obj, "data")
-        and all(k in _MSGPACK_NUMPY_KEYS for k in obj)
-    ):
-        return _decode_msgpack_numpy(obj)
+    if is_msgpack_numpy(obj):
+        return decode_msgpack_numpy(obj)
     return obj
 
 
@@ -293,7 +301,9 @@ def _parse_dtype(raw: Any, kinds: frozenset[str], what: str) -> np.dtype[Any]:
     return dtype
 
 
-def _decode_array(data: Any, dtype_raw: Any, shape_raw: Any, what: str) -> Any:
+def decode_array(data: Any, dtype_raw: Any, shape_raw: Any, what: str) -> Any:
+    """Raw C-order bytes as a fresh native array, once the dtype is a plain one and the
+    bytes are exactly what the shape needs (a small message never becomes a big array)."""
     dtype = _parse_dtype(dtype_raw, _ARRAY_KINDS, what)
     if not isinstance(data, bytes):
         raise CodecError(
@@ -343,7 +353,8 @@ def _decode_npgeneric(data: Any, dtype_raw: Any) -> Any:
         ) from exc
 
 
-def _decode_msgpack_numpy(obj: dict[Any, Any]) -> Any:
+def decode_msgpack_numpy(obj: dict[Any, Any]) -> Any:
+    """A msgpack-numpy map as its numpy value; object arrays (kind "O") are refused."""
     what = "msgpack-numpy"
     kind = _field(obj, "kind")
     if kind not in (None, b"", ""):
@@ -353,7 +364,7 @@ def _decode_msgpack_numpy(obj: dict[Any, Any]) -> Any:
         )
     nd = _field(obj, "nd")
     if nd is True:
-        return _decode_array(
+        return decode_array(
             _field(obj, "data"), _field(obj, "type"), _field(obj, "shape"), what
         )
     if nd is False:

@@ -4,8 +4,15 @@ GR00T ships its own server: a ZeroMQ REP socket (default port 5555) answering ms
 requests ``{"endpoint": NAME, "data": {...}}`` (plus ``api_token`` when it was started
 with one) on the endpoints ``ping``, ``reset``, ``get_modality_config``, ``get_action``
 (data ``{"observation": ..., "options": null}``, reply ``[action_dict, info]``) and
-``kill``; a failure answers ``{"error": "..."}``. The wire is in ``gr00t_wire``, the key
-mapping in ``gr00t_layout``.
+``kill``; a failure answers ``{"error": "..."}``, a request without the server's API
+token ``{"error": "Unauthorized: Invalid API token"}``. The wire (two generations of
+array form) is in ``gr00t_wire``, the key mapping in ``gr00t_layout``.
+
+Which array form a request uses is told from the server's ``get_modality_config``
+reply, whose configs carry their generation's marker (:func:`decide_wire`), or pinned by
+the profile (``policy.wire``). Preflight decides it once before any case
+(:func:`preflight_facts`); each episode reads the marker again, since it fetches the
+modality config anyway, so a record's wire is the one its own episode spoke.
 
 Why a request is never answered by a stale reply: REQ/REP is strictly one request, one
 reply. A call that times out or loses its peer leaves its REQ socket waiting for a
@@ -21,21 +28,24 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from pytest_libero.policy.contract import RAW_REPLY, Observation
-from pytest_libero.policy.gr00t_layout import Gr00tLayout
-from pytest_libero.policy.gr00t_wire import pack, unpack
-from pytest_libero.policy.websocket import (
+from pytest_libero.policy.errors import (
     CallTimeout,
     ConnectionLost,
     ProtocolViolation,
     ServerError,
     ServerUnavailable,
+    TokenRefused,
 )
+from pytest_libero.policy.gr00t_layout import Gr00tLayout
+from pytest_libero.policy.gr00t_wire import Message, Wire, pack, unpack
+from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
 
-__all__ = ["Gr00tClient", "Gr00tPolicy"]
+__all__ = ["Gr00tClient", "Gr00tPolicy", "WireUnknown", "decide_wire", "preflight_facts"]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest reply accepted (a chunk is a few kilobytes)."""
@@ -48,11 +58,13 @@ class Gr00tClient:
     """One REQ socket at a time to a GR00T server, strictly request/reply."""
 
     def __init__(self, endpoint: str, *, connect_timeout: float, call_timeout: float,
-                 api_token: str | None = None) -> None:
+                 api_token: str | None = None, wire: Wire = Wire.NPY) -> None:
         self.endpoint = endpoint
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self.api_token = api_token
+        self.wire = wire
+        """The array form requests are sent in (replies are read in either)."""
         self.last_call_s: float | None = None
         self._sock: zmq.Socket[bytes] | None = None
         self._monitor: zmq.Socket[bytes] | None = None
@@ -108,7 +120,7 @@ class Gr00tClient:
             request["data"] = data
         if self.api_token:
             request["api_token"] = self.api_token
-        payload = pack(request)
+        payload = pack(request, self.wire)
         sock = self._open()
         self._lost_peer()  # what happened before this request is not its business
         try:
@@ -120,12 +132,17 @@ class Gr00tClient:
         return sock
 
     def call(self, name: str, data: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its decoded reply.
+        """Send one request and return its decoded reply (see :meth:`exchange`)."""
+        return self.exchange(name, data, timeout=timeout).value
+
+    def exchange(self, name: str, data: Any = None, *, timeout: float | None = None) -> Message:
+        """Send one request and return its decoded reply with the array forms it carried.
 
         Raises CallTimeout (no reply within ``timeout``, default ``call_timeout``),
         ConnectionLost (the server went away, or nothing connected within
-        ``connect_timeout``), ServerError (an ``{"error": ...}`` reply) and the wire's
-        errors. After a timeout or a lost peer the socket is discarded.
+        ``connect_timeout``), ServerError (an ``{"error": ...}`` reply; TokenRefused when
+        it refuses the API token) and the wire's errors. After a timeout or a lost peer
+        the socket is discarded.
         """
         what = f"the GR00T server at {self.endpoint} ({name})"
         sock = self._send(name, data)
@@ -149,7 +166,7 @@ class Gr00tClient:
                                   "request")
         message = sock.recv()
         self.last_call_s = time.monotonic() - start
-        return _checked(unpack(message, what), what)
+        return self._checked(unpack(message, what), what)
 
     def wait_ready(self, wait_s: float,
                    on_wait: Callable[[ServerUnavailable], None] | None = None) -> Any:
@@ -179,7 +196,18 @@ class Gr00tClient:
                 raise ServerUnavailable(f"no GR00T server answered ping at {self.endpoint} "
                                         f"after {now - start:.1f}s ({why})")
         what = f"the GR00T server at {self.endpoint} (ping)"
-        return _checked(unpack(sock.recv(), what), what)
+        return self._checked(unpack(sock.recv(), what), what).value
+
+    def _checked(self, reply: Message, what: str) -> Message:
+        """The reply, unless it is the server's ``{"error": ...}``."""
+        if not (isinstance(reply.value, dict) and "error" in reply.value):
+            return reply
+        text = str(reply.value["error"])
+        if text.startswith("Unauthorized"):
+            sent = "a token was sent" if self.api_token else "no token was sent"
+            raise TokenRefused(f"{what} refused the API token ({sent}): {text}", traceback=text)
+        raise ServerError(f"{what} answered with an error: {text}{_form_hint(text, self.wire)}",
+                          traceback=text)
 
     def __enter__(self) -> Gr00tClient:
         return self
@@ -188,38 +216,80 @@ class Gr00tClient:
         self.close()
 
 
-def _checked(reply: Any, what: str) -> Any:
-    if isinstance(reply, dict) and "error" in reply:
-        text = str(reply["error"])
-        raise ServerError(f"{what} answered with an error: {text}", traceback=text)
-    return reply
+def _form_hint(text: str, wire: Wire) -> str:
+    """A hint when the error reads like a server that did not decode our arrays: a
+    server of the other generation hands the model the array maps as dicts."""
+    if "<class 'dict'>" not in text:
+        return ""
+    other = Wire.MSGPACK_NUMPY if wire is Wire.NPY else Wire.NPY
+    return (f" (the request sent its arrays in the {wire} form; a server that reads only "
+            f"the {other} form sees them as dicts: set policy.wire = \"{other}\" or \"auto\" "
+            "in the profile)")
+
+
+class WireUnknown(ProtocolViolation):
+    """The server's wire generation cannot be told, or contradicts the profile's pin."""
+
+    cause = "wire_unknown"
+
+
+def decide_wire(setting: str, seen: frozenset[Wire], where: str) -> tuple[Wire, str]:
+    """The array form to send, and how it was decided, from the profile's ``policy.wire``
+    (``setting``) and the generations whose markers ``get_modality_config`` carried."""
+    pin = None if setting == "auto" else Wire(setting)
+    if len(seen) == 1:
+        [marked] = seen
+        if pin is not None and pin is not marked:
+            raise WireUnknown(
+                f"{where} marks its modality config as the {marked} generation, but the "
+                f"profile pins policy.wire = \"{pin}\"; set it to \"{marked}\" or \"auto\"")
+        return marked, "get_modality_config marker"
+    if pin is not None:
+        return pin, "profile (policy.wire)"
+    what = ("markers of both generations" if seen
+            else "no ModalityConfig marker of either generation")
+    raise WireUnknown(
+        f"{where} cannot be told apart by generation: its get_modality_config reply carries "
+        f"{what}. Pin the array form in the profile: policy.wire = \"npy\" (np.save bytes, "
+        "GR00T servers until late 2026) or \"msgpack-numpy\" (servers since then)")
 
 
 class Gr00tPolicy:
     """Implements the Policy protocol against a GR00T server.
 
     Each episode starts on a new socket: ``ping`` (waiting up to ``wait_s``), then
-    ``get_modality_config`` (kept as the record's policy metadata) and ``reset``.
+    ``get_modality_config`` (kept as the record's policy metadata; its marker decides
+    the array form, with the profile's ``wire`` setting) and ``reset``.
     """
 
     def __init__(self, endpoint: str, *, layout: Gr00tLayout, connect_timeout: float,
-                 call_timeout: float, wait_s: float, api_token: str | None = None) -> None:
+                 call_timeout: float, wait_s: float, api_token: str | None = None,
+                 wire: str = "auto") -> None:
         self.endpoint = endpoint
         self.layout = layout
         self.wait_s = wait_s
+        self.wire_setting = wire
         self.client = Gr00tClient(endpoint, connect_timeout=connect_timeout,
                                   call_timeout=call_timeout, api_token=api_token)
         self.metadata: Mapping[str, Any] = {}
         self.resets = 0
 
     def reset(self) -> None:
+        self.start_episode()
+
+    def start_episode(self, on_wait: Callable[[ServerUnavailable], None] | None = None) -> None:
+        """``reset``, telling ``on_wait`` when the server does not answer at once."""
         self.client.close()
-        ping = self.client.wait_ready(self.wait_s)
-        modality = self.client.call("get_modality_config")
+        ping = self.client.wait_ready(self.wait_s, on_wait=on_wait)
+        modality = self.client.exchange("get_modality_config")
+        wire, decided_by = decide_wire(self.wire_setting, modality.forms,
+                                       f"the GR00T server at {self.endpoint}")
+        self.client.wire = wire
         self.client.call("reset", {"options": None})
         self.resets += 1
         self.metadata = {"server": "gr00t", "endpoint": self.endpoint, "ping": ping,
-                         "modality_config": modality}
+                         "modality_config": modality.value, "wire": wire.value,
+                         "wire_decided_by": decided_by}
 
     def infer(self, observation: Observation) -> Mapping[str, Any]:
         what = f"the GR00T server at {self.endpoint} (get_action)"
@@ -235,3 +305,27 @@ class Gr00tPolicy:
 
     def close(self) -> None:
         self.client.close()
+
+
+PROBE_INSTRUCTION = "pytest-libero preflight"
+"""The instruction of preflight's one get_action (its images are black)."""
+
+
+def preflight_facts(policy: Gr00tPolicy,
+                    on_wait: Callable[[ServerUnavailable], None] | None = None) -> dict[str, Any]:
+    """Before any case: reach the server, decide its wire, and send one ``get_action``
+    the way every case will (black images, the profile's state constants and keys), so
+    a server that cannot read the requests is found before a simulator is built.
+
+    Returns what run.json records of the server: the wire and how it was decided, and
+    how many actions a reply holds. Raises the transport's errors (TokenRefused,
+    WireUnknown, ServerError, InvalidAction, ...) for the caller to explain.
+    """
+    policy.start_episode(on_wait)
+    black = np.zeros((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    reply = policy.infer(Observation(language=PROBE_INSTRUCTION,
+                                     images={camera: black for camera in CAMERAS}))
+    policy.client.call("reset", {"options": None})  # the probe leaves no episode behind
+    return {"transport": "gr00t", "endpoint": policy.endpoint,
+            "wire": policy.metadata["wire"], "wire_decided_by": policy.metadata["wire_decided_by"],
+            "reply_horizon": int(reply["actions"].shape[0])}

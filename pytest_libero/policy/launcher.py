@@ -17,8 +17,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pytest_libero.files import tail_of
+from pytest_libero.policy.errors import ServerUnavailable
 from pytest_libero.policy.probe import wait_for_health
-from pytest_libero.policy.websocket import ServerUnavailable
 from pytest_libero.protocol.errors import SetupError
 
 STOP_GRACE_S = 10.0

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from types import TracebackType
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from websockets.exceptions import (
     ConnectionClosed,
@@ -40,16 +40,17 @@ from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-from pytest_libero.policy.codec import CodecError, pack, unpack
-from pytest_libero.protocol.errors import PolicyTransportError
+from pytest_libero.policy.codec import pack, unpack
+from pytest_libero.policy.errors import (
+    CallTimeout,
+    CodecError,
+    ConnectionLost,
+    ProtocolViolation,
+    ServerError,
+    ServerUnavailable,
+)
 
 __all__ = [
-    "CallTimeout",
-    "CodecError",
-    "ConnectionLost",
-    "ProtocolViolation",
-    "ServerError",
-    "ServerUnavailable",
     "WebsocketPolicyClient",
     "check_health",
     "health_url",
@@ -75,47 +76,6 @@ _VERSION_KWARGS: Final[dict[str, Any]] = {
     # caller manages the connection's lifetime itself, as this client does.
     **({"legacy": True} if "legacy" in _CONNECT_PARAMS else {}),
 }
-
-
-class ServerUnavailable(PolicyTransportError):
-    """Nothing answered at the policy server's address in the time allowed."""
-
-    cause: ClassVar[str] = "server_unavailable"
-
-
-class CallTimeout(PolicyTransportError):
-    """The server did not answer a request within the per-call timeout."""
-
-    cause: ClassVar[str] = "timeout"
-
-
-class ConnectionLost(PolicyTransportError):
-    """The connection closed (or was never opened) when a reply was needed."""
-
-    cause: ClassVar[str] = "connection_lost"
-
-    def __init__(self, message: str, *, code: int | None = None, reason: str = "") -> None:
-        """``code``/``reason``: the websocket close code and reason (1006 when the
-        connection dropped without a close frame; None when never connected)."""
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-
-
-class ServerError(PolicyTransportError):
-    """The server sent a text frame: its policy raised; ``traceback`` holds the text."""
-
-    cause: ClassVar[str] = "server_error"
-
-    def __init__(self, message: str, *, traceback: str) -> None:
-        super().__init__(message)
-        self.traceback = traceback
-
-
-class ProtocolViolation(PolicyTransportError):
-    """The server answered, but not as openpi's protocol says it must."""
-
-    cause: ClassVar[str] = "protocol_violation"
 
 
 def _close_details(exc: ConnectionClosed) -> tuple[int, str]:

@@ -479,6 +479,8 @@ def _description(record: CaseRecord, tree: CaseTree | None = None) -> str:
             "harness works, not what any model can do.",
             "",
         ]
+    if record.get("reply_note"):
+        lines += [f"**Short chunks:** {record['reply_note']}.", ""]
     lines += ["| counter | value |", "|---|---|"]
     for name, value in (record.get("counters") or {}).items():
         lines.append(f"| {name} | {'-' if value is None else value} |")

@@ -347,7 +347,8 @@ class LiveLine:
 def finished_line(record: CaseRecord, seconds: float) -> str:
     """``libero_10-00 finished in 11.9s: no native success: control cap reached ...``."""
     summary = str(record.get("summary") or record.get("outcome", "")).splitlines()
-    return f"{record['case']} finished in {seconds:.1f}s: {summary[0] if summary else ''}"
+    note = f"; {record['reply_note']}" if record.get("reply_note") else ""
+    return f"{record['case']} finished in {seconds:.1f}s: {summary[0] if summary else ''}{note}"
 
 
 class FinishedLines:

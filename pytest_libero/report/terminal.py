@@ -55,6 +55,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines += robustness_lines(robustness)
     if summary.get("safety"):
         lines += safety_lines(summary["safety"])
+    horizons = summary.get("reply_horizon") or {}
+    if horizons.get("note"):
+        lines.append(f"{horizons['note']} ({horizons['short_cases']} of "
+                     f"{summary['counts']['completed'] + summary['counts']['errored']} cases)")
     clipping = summary.get("clipping") or {}
     if clipping.get("values"):
         lines.append(

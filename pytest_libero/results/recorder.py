@@ -68,15 +68,21 @@ class Recorder:
             self.write_errors.append(f"could not write {self.folder.path / what}: {exc}")
 
     @classmethod
-    def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates) -> Recorder:
+    def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates,
+              server: dict[str, Any] | None = None) -> Recorder:
+        """A new run folder; ``server`` is what preflight learnt of the policy server."""
         baseline = _baseline(plan, gates)
         path = run_folder_path(root, plan.profile.name, run_id or new_run_id(), plan.shard)
         folder = RunFolder(path)
-        folder.write_json("run.json", run_identity(plan, run_id_of(path)))
+        run = run_identity(plan, run_id_of(path))
+        if server is not None:
+            run["policy_server"] = server
+        folder.write_json("run.json", run)
         return cls(plan, folder, gates, baseline)
 
     @classmethod
-    def resume(cls, plan: RunPlan, path: Path, gates: Gates) -> Recorder:
+    def resume(cls, plan: RunPlan, path: Path, gates: Gates,
+               server: dict[str, Any] | None = None) -> Recorder:
         """Continue a run in its own folder; what it finished counts, nothing reruns.
 
         Everything that can refuse is read before the folder is changed at all."""
@@ -91,7 +97,8 @@ class Recorder:
         run.setdefault("resumed", []).append(
             {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "cases": [e.case_id for e in plan.entries],
-             "interrupted_evidence": kept}
+             "interrupted_evidence": kept,
+             **({"policy_server": server} if server is not None else {})}
         )
         folder.write_json("run.json", run)
         return recorder

@@ -77,6 +77,9 @@ def summarize(
         "unattempted": [c for c in selected if c not in records],
         "clipping": clipping_totals(done),
     }
+    horizons = reply_horizons(done)
+    if horizons is not None:
+        summary["reply_horizon"] = horizons
     if state_fed is not None:
         # The records may know better (a served policy that said what it fed instead).
         fed = {r["state_fed"] for r in done if r.get("state_fed")}
@@ -95,6 +98,18 @@ def summarize(
                 r for r in done if suite_key(r) == suite
             )
     return summary
+
+
+def reply_horizons(records: Sequence[CaseRecord]) -> dict[str, Any] | None:
+    """How many actions the policy's replies held, over the run, and the note for replies
+    shorter than K (said once here, not once per case); None before records had it."""
+    held = [int(n) for r in records if (n := r.get("reply_horizon"))]
+    if not held:
+        return None
+    short = [r for r in records if r.get("reply_note")]
+    fewest = min(short, key=lambda r: r.get("reply_horizon") or 0) if short else None
+    return {"fewest": min(held), "most": max(held), "short_cases": len(short),
+            "note": fewest["reply_note"] if fewest is not None else None}
 
 
 def safety_verdict(record: Mapping[str, Any]) -> str | None:
