@@ -27,7 +27,6 @@ from pytest_libero.config.options import (
     watchdog,
 )
 from pytest_libero.config.plan import RunPlan
-from pytest_libero.config.profiles import SERVED
 from pytest_libero.config.workers import (
     WORKER_CASES,
     WORKER_RUN_DIR,
@@ -192,7 +191,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _served(plan: RunPlan) -> bool:
     """Whether the policy sits behind a server the plugin must find."""
-    return plan.profile.transport in SERVED
+    return plan.profile.served
 
 
 def _tell_waiting(plan: RunPlan) -> Callable[[Exception], None]:

@@ -33,7 +33,7 @@ def build_served_policy(spec: str, options: dict[str, Any]) -> Policy:
         policy: Policy = build_inprocess(spec, options, f"--policy {spec}")
         return policy
     profile = load_profile(spec)
-    if profile.transport != "inprocess":
+    if profile.served:
         raise SetupError(f"--policy {spec}: profile is not an in-process policy")
     served: Policy = profile.with_overrides(options=options).build_policy()
     return served

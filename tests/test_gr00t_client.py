@@ -51,8 +51,7 @@ def observation(language: str = "put the bowl on the plate") -> Observation:
 def policy_for(server: Gr00tReferenceServer, *, call_timeout: float = 5.0,
                options: dict[str, Any] | None = None) -> Gr00tPolicy:
     profile = load_profile("gr00t").with_overrides(endpoint=server.uri, options=options)
-    assert profile.gr00t is not None
-    return Gr00tPolicy(server.uri, layout=profile.gr00t, connect_timeout=2.0,
+    return Gr00tPolicy(server.uri, layout=profile.settings.layout, connect_timeout=2.0,
                        call_timeout=call_timeout, wait_s=5.0)
 
 
@@ -338,7 +337,7 @@ def test_policy_wire_is_checked_and_only_for_gr00t() -> None:
     pi05 = (GR00T_TOML.parent / "pi05.toml").read_text()
     with pytest.raises(SetupError, match=r"policy\.wire.*only with transport = 'gr00t'"):
         parse_profile(pi05.replace('[policy]', '[policy]\nwire = "npy"').encode(), "x.toml")
-    assert load_profile("gr00t").wire == "auto"
+    assert load_profile("gr00t").settings.wire == "auto"
     assert load_profile("gr00t").identity()["wire"] == "auto"
 
 
@@ -409,8 +408,8 @@ def test_the_gr00t_profile_declares_its_layout_and_constants() -> None:
     # The mapping and the constants are the profile's bytes, hence its hash.
     text = (Path(__file__).parents[1] / "pytest_libero/data/profiles/gr00t.toml").read_bytes()
     other = parse_profile(text.replace(b'gripper = "gr00t_libero"', b'gripper = "none"'), "x.toml")
-    assert other.sha256 != profile.sha256 and other.gr00t is not None
-    assert other.gr00t.gripper == "none"
+    assert other.sha256 != profile.sha256
+    assert other.settings.layout.gripper == "none"
 
 
 def test_state_fed_of_the_shipped_profiles() -> None:

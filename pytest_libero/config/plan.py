@@ -251,11 +251,11 @@ class Watchdog:
             build_s=build_s,
             step_s=step_s,
             policy_s=profile.call_timeout + POLICY_MARGIN_S,
-            # A GR00T episode start is ping (within wait_s), then two calls:
-            # get_modality_config and reset.
+            # An episode start connects (within wait_s), then makes the transport's own
+            # calls (GR00T: get_modality_config and reset).
             policy_connect_s=(profile.wait_s + 2 * profile.connect_timeout + POLICY_MARGIN_S
-                              + (2 * profile.call_timeout if profile.transport == "gr00t" else 0)),
-            policy_name=profile.endpoint or f"in-process policy {profile.factory}",
+                              + profile.transport_impl.episode_start_calls * profile.call_timeout),
+            policy_name=profile.policy_label,
         )
 
     def allowance(self, phase: str) -> float:

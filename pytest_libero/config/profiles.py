@@ -8,24 +8,16 @@ into the run's identity.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-import numpy as np
-
 from pytest_libero.data import data_path
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
-from pytest_libero.policy.factory import build_inprocess
-from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
-from pytest_libero.policy.gr00t_wire import WIRE_SETTINGS
 from pytest_libero.policy.launcher import Launch
-from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.remote import WebsocketPolicy
-from pytest_libero.policy.websocket import address_problem
+from pytest_libero.policy.transport import TRANSPORT_NAMES, Transport, transport_named
 from pytest_libero.protocol.budgets import StopRule
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
@@ -36,18 +28,12 @@ from pytest_libero.protocol.parameters import (
     TRACKS,
 )
 
-TRANSPORTS = ("inprocess", "websocket", "gr00t")
-SERVED = ("websocket", "gr00t")
-"""Transports whose policy sits behind a server the plugin must find (probe.py)."""
-_ENDPOINT_SCHEMES = {"websocket": ("ws://", "wss://"), "gr00t": ("tcp://",)}
-_TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "request", "launch",
-             "budget", "stop", "action", "reply"}
-_POLICY_KEYS = {"transport", "factory", "options", "endpoint", "connect_timeout", "call_timeout",
-                "wait_s", "server_hint", "api_token_env", "wire"}
+_TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "budget", "stop",
+             "action"}
+_SERVED_KEYS = {"endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint"}
+"""[policy] keys every served transport reads (the transport adds its own)."""
+_TRANSPORT_TABLES = {"request", "reply", "launch"}
 _ACTION_KEYS = {"out_of_bounds"}
-_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
-_GR00T_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "batch", "time", "state"}
-_REPLY_KEYS = {"actions", "gripper"}
 STATE_FED = ("proprio", "constant", "none")
 """What a run's profile fed a model as its state: the simulator's proprio vector (the
 rgb+proprio track), declared constants, or nothing."""
@@ -55,7 +41,6 @@ rgb+proprio track), declared constants, or nothing."""
 _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}
-_CONSTANT_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
 
 
 @dataclass(frozen=True)
@@ -69,7 +54,9 @@ class Profile:
     infrastructure: bool
     track: str
     transport: str
-    factory: str
+    settings: Any
+    """What the transport read from the profile (``Transport.read``): its request layout,
+    reply mapping, factory; only the transport looks inside."""
     options: Mapping[str, Any]
     budget_mode: str
     replan_interval: int
@@ -83,29 +70,31 @@ class Profile:
     """How to start the server this profile expects; shown when none answers."""
     out_of_bounds: str = "error"
     """What an action outside [-1, 1] does: "error" (strict) or "clip" (recorded)."""
-    layout: RequestLayout = field(default_factory=RequestLayout)
     launch: Launch | None = None
-    gr00t: Gr00tLayout | None = None
-    """transport = "gr00t": request keys and axes, state constants, reply mapping."""
-    state_options: Mapping[str, str] = field(default_factory=dict)
-    """State key -> the policy option that may replace its constant (gr00t)."""
-    api_token_env: str | None = None
-    """The environment variable holding a GR00T server's api_token (never recorded)."""
-    wire: str = "auto"
-    """A GR00T server's array form: "auto" (told at preflight), "npy" or "msgpack-numpy"."""
+
+    @property
+    def transport_impl(self) -> Transport:
+        return transport_named(self.transport)
+
+    @property
+    def served(self) -> bool:
+        """Whether the policy sits behind a server the plugin must find before any case."""
+        return self.transport_impl.served
 
     @property
     def state_fed(self) -> str:
         """What this profile feeds as state: ``proprio``, ``constant`` or ``none``."""
         if self.track == "rgb+proprio":
             return "proprio"
-        if (self.gr00t is not None and self.gr00t.state) or self.layout.constants:
+        if self.transport_impl.feeds_constants(self.settings):
             return "constant"
         return "none"
 
     @property
-    def api_token(self) -> str | None:
-        return os.environ.get(self.api_token_env) if self.api_token_env else None
+    def policy_label(self) -> str:
+        """The policy in a few words: its endpoint, or its in-process factory."""
+        described = self.transport_impl.describe(self.settings)
+        return self.endpoint or f"in-process policy {described.get('factory', self.name)}"
 
     def with_overrides(
         self,
@@ -117,25 +106,19 @@ class Profile:
     ) -> Profile:
         """The same profile with the operator's settings layered on top."""
         changes: dict[str, Any] = {}
+        transport = self.transport_impl
         if options:
-            if self.transport == "websocket":
-                raise SetupError(f"--libero-policy-option: profile {self.name!r} is served "
-                                 "(transport websocket); its options belong to the server")
             changes["options"] = {**self.options, **options}
-            if self.gr00t is not None:
-                changes["gr00t"] = replace(self.gr00t, state=_state_from_options(
-                    self, self.gr00t.state, changes["options"]))
+            changes["settings"] = transport.with_options(self, changes["options"])
         if endpoint is not None:
-            if self.transport not in SERVED:
+            if not transport.served:
                 raise SetupError(f"--libero-endpoint: profile {self.name!r} runs its policy "
                                  "in-process; an endpoint needs a websocket profile (or a gr00t "
                                  "one)")
-            scheme = _ENDPOINT_SCHEMES[self.transport][0]
-            problem = (address_problem(endpoint) if self.transport == "websocket"
-                       else None if endpoint.startswith(scheme)
-                       else f"{endpoint!r} is not a ZeroMQ address")
+            problem = transport.endpoint_problem(endpoint)
             if problem is not None:
-                raise SetupError(f"--libero-endpoint: {problem}; give {scheme}HOST:PORT")
+                raise SetupError(f"--libero-endpoint: {problem}; give {transport.schemes[0]}"
+                                 "HOST:PORT")
             changes["endpoint"] = endpoint
         if call_timeout is not None:
             changes["call_timeout"] = call_timeout
@@ -158,36 +141,7 @@ class Profile:
 
     def build_policy(self) -> Any:
         """Build the profile's policy; a remote one connects at its first episode."""
-        if self.transport == "websocket":
-            if not self.endpoint:
-                raise SetupError(
-                    f"profile {self.name!r} ({self.source}): no policy.endpoint; set it in "
-                    "the profile or pass --libero-endpoint=ws://HOST:PORT"
-                )
-            return WebsocketPolicy(
-                self.endpoint,
-                layout=self.layout,
-                connect_timeout=self.connect_timeout,
-                call_timeout=self.call_timeout,
-                wait_s=self.wait_s,
-            )
-        if self.transport == "gr00t":
-            # Imported here: pyzmq is needed only where a gr00t profile runs, never by a
-            # policy server in the model's own environment (python -m pytest_libero.serve).
-            from pytest_libero.policy.gr00t import Gr00tPolicy
-
-            assert self.gr00t is not None
-            if not self.endpoint:
-                raise SetupError(
-                    f"profile {self.name!r} ({self.source}): no policy.endpoint; set it in "
-                    "the profile or pass --libero-endpoint=tcp://HOST:PORT"
-                )
-            return Gr00tPolicy(self.endpoint, layout=self.gr00t,
-                               connect_timeout=self.connect_timeout,
-                               call_timeout=self.call_timeout, wait_s=self.wait_s,
-                               api_token=self.api_token, wire=self.wire)
-        return build_inprocess(self.factory, self.options, f"profile {self.name!r} ({self.source})",
-                               out_of_bounds=self.out_of_bounds)
+        return self.transport_impl.build(self)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -197,12 +151,11 @@ class Profile:
             "infrastructure": self.infrastructure,
             "track": self.track,
             "transport": self.transport,
-            **({"wire": self.wire} if self.transport == "gr00t" else {}),
-            "factory": self.factory or None,
+            "factory": None,
+            "request_layout": None,
+            **self.transport_impl.describe(self.settings),
             "options": {k: str(v) for k, v in self.options.items()},
             "endpoint": self.endpoint,
-            "request_layout": (self.layout.describe() if self.transport == "websocket"
-                               else self.gr00t.describe() if self.gr00t is not None else None),
             "state_fed": self.state_fed,
             "call_timeout": self.call_timeout,
             "out_of_bounds": self.out_of_bounds,
@@ -236,35 +189,17 @@ def parse_profile(data: bytes, source: str) -> Profile:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SetupError(f"profile {source}: not valid TOML: {exc}") from exc
     check = _Checker(source)
-    check.keys(raw, _TOP_KEYS, "")
+    check.keys(raw, _TOP_KEYS | _TRANSPORT_TABLES, "")
     name = check.string(raw, "name", "")
     policy = check.table(raw, "policy")
-    check.keys(policy, _POLICY_KEYS, "policy.")
-    transport = check.choice(policy, "transport", TRANSPORTS, "policy.", default="inprocess")
-    if transport == "inprocess":
-        factory = check.string(policy, "factory", "policy.")
-        if ":" not in factory:
-            check.fail("policy.factory", f"{factory!r}", "'module:callable'")
-        for key in ("endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint",
-                    "api_token_env", "wire"):
-            if key in policy:
-                check.fail(f"policy.{key}", "set", "only with a served transport "
-                           "(websocket, gr00t)")
-    else:
-        factory = ""
-        if "factory" in policy:
-            check.fail("policy.factory", "set", "only with transport = 'inprocess'")
-        if "options" in policy and transport != "gr00t":
-            check.fail("policy.options", "set", "only with transport = 'inprocess' or 'gr00t'")
-        for key in ("api_token_env", "wire"):
-            if key in policy and transport != "gr00t":
-                check.fail(f"policy.{key}", "set", "only with transport = 'gr00t'")
+    transport_name = check.choice(policy, "transport", TRANSPORT_NAMES, "policy.",
+                                  default="inprocess")
+    transport = transport_named(transport_name)
+    _only_what_the_transport_reads(check, raw, policy, transport)
     endpoint = policy.get("endpoint")
-    schemes = _ENDPOINT_SCHEMES.get(transport, _ENDPOINT_SCHEMES["websocket"])
-    if endpoint is not None:
-        wrong = not (isinstance(endpoint, str) and endpoint.startswith(schemes))
-        if wrong or (schemes == _ENDPOINT_SCHEMES["websocket"] and address_problem(endpoint)):
-            check.fail("policy.endpoint", repr(endpoint), f"a {schemes[0]}HOST:PORT address")
+    if endpoint is not None and (not isinstance(endpoint, str)
+                                 or transport.endpoint_problem(endpoint) is not None):
+        check.fail("policy.endpoint", repr(endpoint), f"a {transport.schemes[0]}HOST:PORT address")
     options = check.table(policy, "options", required=False)
     budget = check.table(raw, "budget", required=False)
     check.keys(budget, _BUDGET_KEYS, "budget.")
@@ -273,22 +208,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
     consecutive = check.integer(stop, "consecutive", "stop.", default=0, minimum=0)
     action = check.table(raw, "action", required=False)
     check.keys(action, _ACTION_KEYS, "action.")
-    if transport == "inprocess" and ("request" in raw or "launch" in raw):
-        check.fail("request/launch", "set", "only with a served transport (websocket, gr00t)")
-    if transport == "gr00t" and "launch" in raw:
-        check.fail("launch", "set", "only with transport = 'websocket' (start GR00T's server "
-                   "yourself, in its own environment; policy.server_hint says how)")
-    if transport != "gr00t" and "reply" in raw:
-        check.fail("reply", "set", "only with transport = 'gr00t'")
     track = check.choice(raw, "track", TRACKS, "", default="rgb")
-    request = check.table(raw, "request", required=False)
-    gr00t: Gr00tLayout | None = None
-    state_options: dict[str, str] = {}
-    if transport == "gr00t":
-        if track != "rgb":
-            check.fail("track", repr(track), "'rgb' with transport = 'gr00t' (GR00T's state keys "
-                       "are declared constants under [request.state])")
-        gr00t, state_options = _gr00t_layout(check, request, check.table(raw, "reply"))
     profile = Profile(
         name=name,
         source=source,
@@ -296,8 +216,8 @@ def parse_profile(data: bytes, source: str) -> Profile:
         description=str(raw.get("description", "")),
         infrastructure=check.boolean(raw, "infrastructure", "", default=False),
         track=track,
-        transport=transport,
-        factory=factory,
+        transport=transport_name,
+        settings=transport.read(check, {**raw, "policy": policy}),
         options=dict(options),
         budget_mode=check.choice(budget, "mode", BUDGET_MODES, "budget.", default="horizon"),
         replan_interval=check.integer(
@@ -313,118 +233,30 @@ def parse_profile(data: bytes, source: str) -> Profile:
         wait_s=check.seconds(policy, "wait_s", "policy.", default=30.0),
         server_hint=check.string(policy, "server_hint", "policy.") if "server_hint" in policy else "",
         out_of_bounds=check.choice(action, "out_of_bounds", OUT_OF_BOUNDS_MODES, "action.", default="error"),
-        layout=_layout(check, request) if transport != "gr00t" else RequestLayout(),
         launch=_launch(check, raw.get("launch"), source),
-        gr00t=gr00t,
-        state_options=state_options,
-        api_token_env=(check.string(policy, "api_token_env", "policy.")
-                       if "api_token_env" in policy else None),
-        wire=check.choice(policy, "wire", WIRE_SETTINGS, "policy.", default="auto"),
     )
-    if gr00t is not None:
-        profile = replace(profile, gr00t=replace(
-            gr00t, state=_state_from_options(profile, gr00t.state, profile.options)))
+    if profile.options:
+        profile = replace(profile, settings=transport.with_options(profile, profile.options))
     return profile
 
 
-def _gr00t_layout(check: _Checker, table: Mapping[str, Any],
-                  reply: Mapping[str, Any]) -> tuple[Gr00tLayout, dict[str, str]]:
-    """[request] and [reply] of a gr00t profile; every key is required but the axes."""
-    check.keys(table, _GR00T_REQUEST_KEYS, "request.")
-    check.keys(reply, _REPLY_KEYS, "reply.")
-    state: dict[str, np.ndarray] = {}
-    options: dict[str, str] = {}
-    for key, spec in check.table(table, "state", required=False).items():
-        where = f"request.state.{key}"
-        if not isinstance(spec, dict) or not {"dtype", "values"} <= set(spec) <= {
-                "dtype", "values", "option"}:
-            check.fail(where, repr(spec), "{ dtype = 'float32', values = [...], option = "
-                       "'NAME' (optional: a policy option that replaces the values) }")
-        state[key] = _constant(check, where, spec)
-        if "option" in spec:
-            options[key] = check.string(spec, "option", f"{where}.")
-    actions = reply.get("actions")
-    if not isinstance(actions, list) or not all(isinstance(a, str) and a for a in actions):
-        check.fail("reply.actions", repr(actions), "a list of the 7 reply keys that form the "
-                   "action columns in order (x y z roll pitch yaw gripper)")
-    gripper = check.choice(reply, "gripper", tuple(GRIPPER_TRANSFORMS), "reply.", default="none")
-    try:
-        layout = Gr00tLayout(
-            images={camera: check.string(table, camera, "request.")
-                    for camera in ("agentview", "robot0_eye_in_hand")},
-            language=check.string(table, "language", "request."),
-            actions=tuple(actions),
-            gripper=gripper,
-            batch=check.boolean(table, "batch", "request.", default=True),
-            time=check.boolean(table, "time", "request.", default=True),
-            state=state,
-        )
-    except ValueError as exc:
-        check.fail("[request]/[reply]", str(exc), "one key per input, 7 action keys")
-    return layout, options
+def _only_what_the_transport_reads(check: _Checker, raw: Mapping[str, Any],
+                                   policy: Mapping[str, Any], transport: Transport) -> None:
+    """A key or table the profile's transport does not read is refused, naming which
+    transports read it, so a gr00t key in a websocket profile is not silently ignored."""
+    readers = {name: transport_named(name) for name in TRANSPORT_NAMES}
 
+    def reads(other: Transport) -> set[str]:
+        return set(other.policy_keys) | (_SERVED_KEYS if other.served else set())
 
-def _constant(check: _Checker, where: str, spec: Mapping[str, Any]) -> np.ndarray:
-    if spec["dtype"] not in _CONSTANT_DTYPES:
-        check.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(_CONSTANT_DTYPES))
-    try:
-        return np.asarray(spec["values"], dtype=spec["dtype"])
-    except (TypeError, ValueError, OverflowError) as exc:
-        check.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
-
-
-def _state_from_options(profile: Profile, state: Mapping[str, np.ndarray],
-                        options: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The state constants with the operator's option values in place of the defaults;
-    an option no state key names is refused (a typo must not pass as a zero)."""
-    unknown = sorted(set(options) - set(profile.state_options.values()))
-    if unknown:
-        allowed = ", ".join(sorted(profile.state_options.values())) or "none"
-        raise SetupError(f"profile {profile.name!r} ({profile.source}): policy option "
-                         f"{unknown[0]!r} names no state constant; allowed: {allowed}")
-    resolved = dict(state)
-    for key, option in profile.state_options.items():
-        if option not in options:
-            continue
-        default = state[key]
-        text = options[option]
-        try:
-            values = [float(v) for v in str(text).split(",")]
-        except ValueError:
-            values = []
-        if len(values) != default.size:
-            raise SetupError(
-                f"--libero-policy-option {option}={text!r} (profile {profile.name!r}, state key "
-                f"{key!r}): give {default.size} comma-separated number(s), e.g. the dataset "
-                "mean from the checkpoint's statistics file"
-            )
-        resolved[key] = np.asarray(values, dtype=default.dtype).reshape(default.shape)
-    return resolved
-
-
-def _layout(check: _Checker, table: Mapping[str, Any]) -> RequestLayout:
-    check.keys(table, _REQUEST_KEYS, "request.")
-    default = RequestLayout()
-    images = {
-        camera: check.string(table, camera, "request.") if camera in table else key
-        for camera, key in default.images.items()
-    }
-    constants: dict[str, np.ndarray] = {}
-    for key, spec in check.table(table, "constants", required=False).items():
-        where = f"request.constants.{key}"
-        if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
-            check.fail(where, repr(spec), "{ dtype = 'float32', values = [...] }")
-        constants[key] = _constant(check, where, spec)
-    try:
-        return RequestLayout(
-            images=images,
-            language=check.string(table, "language", "request.") if "language" in table else default.language,
-            proprio=check.string(table, "proprio", "request.") if "proprio" in table else default.proprio,
-            counters=check.boolean(table, "counters", "request.", default=False),
-            constants=constants,
-        )
-    except ValueError as exc:
-        check.fail("[request]", str(exc), "one key per input")
+    known = {"transport"}.union(*(reads(t) for t in readers.values()))
+    check.keys(policy, known, "policy.")
+    for key in sorted(set(policy) - reads(transport) - {"transport"}):
+        who = " or ".join(repr(n) for n, t in readers.items() if key in reads(t))
+        check.fail(f"policy.{key}", "set", f"only with transport = {who}")
+    for table in sorted((_TRANSPORT_TABLES & set(raw)) - transport.tables):
+        who = " or ".join(repr(n) for n, t in readers.items() if table in t.tables)
+        check.fail(table, "set", f"only with transport = {who}")
 
 
 def _launch(check: _Checker, table: Any, source: str) -> Launch | None:

@@ -16,7 +16,7 @@ from typing import Any, cast
 from pytest_libero.adapters import AdapterCache
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
-from pytest_libero.config.profiles import SERVED, STATE_FED
+from pytest_libero.config.profiles import STATE_FED
 from pytest_libero.episode.loop import (
     EpisodeListener,
     EpisodeResult,
@@ -264,7 +264,7 @@ def _assemble(
     horizons = [chunk["horizon"] for chunk in result.chunks if chunk["horizon"]]
     record["reply_horizon"] = min(horizons) if horizons else None
     note = short_chunk_note(record["reply_horizon"], record["budget"]["replan_interval"],
-                            served=plan.profile.transport in SERVED)
+                            served=plan.profile.served)
     if note is not None:
         record["reply_note"] = note
     return record

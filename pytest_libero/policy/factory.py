@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
 from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader
 from pytest_libero.protocol.errors import SetupError
 
 
@@ -73,3 +75,56 @@ def _scalar(text: str) -> Any:
         except ValueError:
             pass
     return {"true": True, "false": False}.get(text.lower(), text)
+
+
+@dataclass(frozen=True)
+class InprocessSettings:
+    """An in-process profile's policy: the factory its options are passed to."""
+
+    factory: str
+
+
+class InprocessTransport:
+    """The policy runs in the case's own process, built by ``policy.factory``."""
+
+    name = "inprocess"
+    served = False
+    server_kind = "an in-process"
+    schemes: tuple[str, ...] = ()
+    policy_keys = frozenset({"factory", "options"})
+    tables: frozenset[str] = frozenset()
+    episode_start_calls = 0
+
+    def read(self, reader: TableReader, raw: Mapping[str, Any]) -> InprocessSettings:
+        factory = reader.string(raw["policy"], "factory", "policy.")
+        if ":" not in factory:
+            reader.fail("policy.factory", f"{factory!r}", "'module:callable'")
+        return InprocessSettings(factory)
+
+    def with_options(self, profile: ServedProfile, options: Mapping[str, Any]) -> Any:
+        return profile.settings  # the options go to the factory as they are
+
+    def endpoint_problem(self, endpoint: str) -> str | None:
+        return "the profile runs its policy in-process; an endpoint needs a served profile"
+
+    def feeds_constants(self, settings: Any) -> bool:
+        return False
+
+    def build(self, profile: ServedProfile) -> Policy:
+        settings: InprocessSettings = profile.settings
+        policy: Policy = build_inprocess(settings.factory, profile.options,
+                                         f"profile {profile.name!r} ({profile.source})",
+                                         out_of_bounds=profile.out_of_bounds)
+        return policy
+
+    def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
+        return {}
+
+    def answering(self, profile: ServedProfile) -> None:
+        return None
+
+    def describe(self, settings: Any) -> dict[str, Any]:
+        return {"factory": settings.factory}
+
+
+INPROCESS = InprocessTransport()

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_libero.policy.contract import Observation
+import numpy as np
+
+from pytest_libero.policy.contract import Observation, Policy
 from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.probe import connect_within
-from pytest_libero.policy.websocket import WebsocketPolicyClient
+from pytest_libero.policy.probe import connect_within, probe_server
+from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
+from pytest_libero.policy.websocket import WebsocketPolicyClient, address_problem
+from pytest_libero.protocol.errors import SetupError
 
 
 class WebsocketPolicy:
@@ -55,3 +59,81 @@ class WebsocketPolicy:
 
     def close(self) -> None:
         self.client.close()
+
+
+_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "proprio", "counters", "constants"}
+
+
+class WebsocketTransport:
+    """openpi's websocket protocol: a ``[request]`` table of key names and constants."""
+
+    name = "websocket"
+    served = True
+    server_kind = "an openpi"
+    schemes = ("ws://", "wss://")
+    policy_keys: frozenset[str] = frozenset()
+    tables = frozenset({"request", "launch"})
+    episode_start_calls = 0
+
+    def read(self, reader: TableReader, raw: Mapping[str, Any]) -> RequestLayout:
+        table = reader.table(raw, "request", required=False)
+        reader.keys(table, _REQUEST_KEYS, "request.")
+        default = RequestLayout()
+        images = {
+            camera: reader.string(table, camera, "request.") if camera in table else key
+            for camera, key in default.images.items()
+        }
+        constants: dict[str, np.ndarray] = {}
+        for key, spec in reader.table(table, "constants", required=False).items():
+            where = f"request.constants.{key}"
+            if not isinstance(spec, dict) or set(spec) != {"dtype", "values"}:
+                reader.fail(where, repr(spec), "{ dtype = 'float32', values = [...] }")
+            constants[key] = read_constant(reader, where, spec)
+        try:
+            return RequestLayout(
+                images=images,
+                language=(reader.string(table, "language", "request.") if "language" in table
+                          else default.language),
+                proprio=(reader.string(table, "proprio", "request.") if "proprio" in table
+                         else default.proprio),
+                counters=reader.boolean(table, "counters", "request.", default=False),
+                constants=constants,
+            )
+        except ValueError as exc:
+            reader.fail("[request]", str(exc), "one key per input")
+
+    def with_options(self, profile: ServedProfile, options: Mapping[str, Any]) -> Any:
+        raise SetupError(f"--libero-policy-option: profile {profile.name!r} is served "
+                         "(transport websocket); its options belong to the server")
+
+    def endpoint_problem(self, endpoint: str) -> str | None:
+        return address_problem(endpoint)
+
+    def feeds_constants(self, settings: Any) -> bool:
+        return bool(settings.constants)
+
+    def build(self, profile: ServedProfile) -> Policy:
+        if not profile.endpoint:
+            raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
+                             "set it in the profile or pass --libero-endpoint=ws://HOST:PORT")
+        return WebsocketPolicy(profile.endpoint, layout=profile.settings,
+                               connect_timeout=profile.connect_timeout,
+                               call_timeout=profile.call_timeout, wait_s=profile.wait_s)
+
+    def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
+        self._probe(profile, on_wait)
+        return {"transport": self.name, "endpoint": profile.endpoint}
+
+    def answering(self, profile: ServedProfile) -> None:
+        self._probe(profile, None)
+
+    def _probe(self, profile: ServedProfile, on_wait: OnWait | None) -> None:
+        """GET /healthz, then a connection that reads the metadata frame, within wait_s."""
+        probe_server(profile.endpoint or "", wait_s=profile.wait_s,
+                     connect_timeout=profile.connect_timeout, on_wait=on_wait)
+
+    def describe(self, settings: Any) -> dict[str, Any]:
+        return {"request_layout": settings.describe()}
+
+
+WEBSOCKET = WebsocketTransport()

@@ -1,0 +1,213 @@
+"""GR00T's ZeroMQ server as a transport: its profile tables, preflight and ping.
+
+Imports pyzmq (through ``policy.gr00t``) only inside the methods that talk to a
+server, so reading a gr00t profile never needs it (a policy server in a model's own
+environment has no pyzmq).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.errors import ServerError, TokenRefused
+from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
+from pytest_libero.policy.gr00t_wire import WIRE_SETTINGS
+from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
+from pytest_libero.protocol.errors import InvalidAction, SetupError
+from pytest_libero.protocol.parameters import CAMERAS
+
+_REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "batch", "time", "state"}
+_REPLY_KEYS = {"actions", "gripper"}
+
+
+@dataclass(frozen=True)
+class Gr00tSettings:
+    """A gr00t profile's policy: the request and reply mapping, its state constants and
+    the options that may replace them, the array form and where its API token is."""
+
+    layout: Gr00tLayout
+    state_options: Mapping[str, str] = field(default_factory=dict)
+    """State key -> the policy option that may replace its constant."""
+    api_token_env: str | None = None
+    """The environment variable holding the server's api_token (never recorded)."""
+    wire: str = "auto"
+    """The array form: "auto" (told at preflight), "npy" or "msgpack-numpy"."""
+
+    @property
+    def api_token(self) -> str | None:
+        return os.environ.get(self.api_token_env) if self.api_token_env else None
+
+
+class Gr00tTransport:
+    """GR00T's own server (docs/gr00t.md)."""
+
+    name = "gr00t"
+    served = True
+    server_kind = "a GR00T"
+    schemes = ("tcp://",)
+    policy_keys = frozenset({"options", "api_token_env", "wire"})
+    tables = frozenset({"request", "reply"})
+    episode_start_calls = 2
+    """get_modality_config and reset, after ping."""
+
+    def read(self, reader: TableReader, raw: Mapping[str, Any]) -> Gr00tSettings:
+        """[request] and [reply]; every key is required but the axes."""
+        track = raw.get("track", "rgb")
+        if track != "rgb":
+            reader.fail("track", repr(track), "'rgb' with transport = 'gr00t' (GR00T's state "
+                        "keys are declared constants under [request.state])")
+        table = reader.table(raw, "request", required=False)
+        reply = reader.table(raw, "reply")
+        reader.keys(table, _REQUEST_KEYS, "request.")
+        reader.keys(reply, _REPLY_KEYS, "reply.")
+        state: dict[str, np.ndarray] = {}
+        options: dict[str, str] = {}
+        for key, spec in reader.table(table, "state", required=False).items():
+            where = f"request.state.{key}"
+            if not isinstance(spec, dict) or not {"dtype", "values"} <= set(spec) <= {
+                    "dtype", "values", "option"}:
+                reader.fail(where, repr(spec), "{ dtype = 'float32', values = [...], option = "
+                            "'NAME' (optional: a policy option that replaces the values) }")
+            state[key] = read_constant(reader, where, spec)
+            if "option" in spec:
+                options[key] = reader.string(spec, "option", f"{where}.")
+        actions = reply.get("actions")
+        if not isinstance(actions, list) or not all(isinstance(a, str) and a for a in actions):
+            reader.fail("reply.actions", repr(actions), "a list of the 7 reply keys that form "
+                        "the action columns in order (x y z roll pitch yaw gripper)")
+        gripper = reader.choice(reply, "gripper", tuple(GRIPPER_TRANSFORMS), "reply.",
+                                default="none")
+        policy = raw["policy"]
+        try:
+            layout = Gr00tLayout(
+                images={camera: reader.string(table, camera, "request.") for camera in CAMERAS},
+                language=reader.string(table, "language", "request."),
+                actions=tuple(actions),
+                gripper=gripper,
+                batch=reader.boolean(table, "batch", "request.", default=True),
+                time=reader.boolean(table, "time", "request.", default=True),
+                state=state,
+            )
+        except ValueError as exc:
+            reader.fail("[request]/[reply]", str(exc), "one key per input, 7 action keys")
+        return Gr00tSettings(
+            layout=layout,
+            state_options=options,
+            api_token_env=(reader.string(policy, "api_token_env", "policy.")
+                           if "api_token_env" in policy else None),
+            wire=reader.choice(policy, "wire", WIRE_SETTINGS, "policy.", default="auto"),
+        )
+
+    def with_options(self, profile: ServedProfile, options: Mapping[str, Any]) -> Gr00tSettings:
+        """The state constants with the operator's option values in place of the
+        defaults; an option no state key names is refused (a typo must not pass as a 0)."""
+        settings: Gr00tSettings = profile.settings
+        unknown = sorted(set(options) - set(settings.state_options.values()))
+        if unknown:
+            allowed = ", ".join(sorted(settings.state_options.values())) or "none"
+            raise SetupError(f"profile {profile.name!r} ({profile.source}): policy option "
+                             f"{unknown[0]!r} names no state constant; allowed: {allowed}")
+        state = dict(settings.layout.state)
+        for key, option in settings.state_options.items():
+            if option not in options:
+                continue
+            default = state[key]
+            text = options[option]
+            try:
+                values = [float(v) for v in str(text).split(",")]
+            except ValueError:
+                values = []
+            if len(values) != default.size:
+                raise SetupError(
+                    f"--libero-policy-option {option}={text!r} (profile {profile.name!r}, state "
+                    f"key {key!r}): give {default.size} comma-separated number(s), e.g. the "
+                    "dataset mean from the checkpoint's statistics (docs/gr00t.md)"
+                )
+            state[key] = np.asarray(values, dtype=default.dtype).reshape(default.shape)
+        return _replace_state(settings, state)
+
+    def endpoint_problem(self, endpoint: str) -> str | None:
+        return None if endpoint.startswith(self.schemes) else f"{endpoint!r} is not a ZeroMQ address"
+
+    def feeds_constants(self, settings: Any) -> bool:
+        return bool(settings.layout.state)
+
+    def build(self, profile: ServedProfile) -> Policy:
+        from pytest_libero.policy.gr00t import Gr00tPolicy  # pyzmq only where it is needed
+
+        if not profile.endpoint:
+            raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
+                             "set it in the profile or pass --libero-endpoint=tcp://HOST:PORT")
+        settings: Gr00tSettings = profile.settings
+        return Gr00tPolicy(profile.endpoint, layout=settings.layout,
+                           connect_timeout=profile.connect_timeout,
+                           call_timeout=profile.call_timeout, wait_s=profile.wait_s,
+                           api_token=settings.api_token, wire=settings.wire)
+
+    def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
+        """``gr00t.preflight_facts``, its refusals explained as usage errors."""
+        from pytest_libero.policy.gr00t import Gr00tPolicy, WireUnknown, preflight_facts
+
+        where = (f"the GR00T server at {profile.endpoint} (profile {profile.name!r}, "
+                 f"{profile.source})")
+        policy = self.build(profile)
+        assert isinstance(policy, Gr00tPolicy)
+        try:
+            return preflight_facts(policy, on_wait)
+        except TokenRefused:
+            raise SetupError(f"{where} refused the API token ({_token_sent(profile.settings)}); "
+                             "no case was run. Set policy.api_token_env in the profile to the "
+                             "environment variable that holds the token the server was started "
+                             "with, and export that variable") from None
+        except WireUnknown as exc:
+            raise SetupError(f"{_first_line(exc)}; no case was run") from None
+        except ServerError as exc:
+            raise SetupError(f"{where} answered ping but refused a preflight request (its "
+                             "probe get_action is the request every case sends: black images, "
+                             "the profile's keys and state constants); no case was run: "
+                             f"{_first_line(exc)}") from None
+        except InvalidAction as exc:
+            raise SetupError(f"{where} answered a probe get_action with actions the profile's "
+                             f"[reply] cannot map; no case was run: {_first_line(exc)}") from None
+        finally:
+            policy.close()
+
+    def answering(self, profile: ServedProfile) -> None:
+        """GR00T's ``ping``, within wait_s."""
+        from pytest_libero.policy.gr00t import Gr00tClient
+
+        settings: Gr00tSettings = profile.settings
+        with Gr00tClient(profile.endpoint or "", connect_timeout=profile.connect_timeout,
+                         call_timeout=profile.connect_timeout,
+                         api_token=settings.api_token) as client:
+            client.wait_ready(profile.wait_s)
+
+    def describe(self, settings: Any) -> dict[str, Any]:
+        return {"wire": settings.wire, "request_layout": settings.layout.describe()}
+
+
+def _replace_state(settings: Gr00tSettings, state: dict[str, np.ndarray]) -> Gr00tSettings:
+    return replace(settings, layout=replace(settings.layout, state=state))
+
+
+def _token_sent(settings: Gr00tSettings) -> str:
+    """What was sent as the API token, in words, never the token itself."""
+    env = settings.api_token_env
+    if env is None:
+        return "no token was sent: the profile sets no policy.api_token_env"
+    if settings.api_token is None:
+        return f"no token was sent: policy.api_token_env names {env}, which is not set here"
+    return f"the token in ${env} was sent"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+GR00T = Gr00tTransport()
