@@ -63,6 +63,8 @@ class Hang:
 
 
 DIE = object()
+MULTIPART = object()
+"""Answer with the normal reply plus a second frame (GR00T's server never does)."""
 Hook = Callable[[str, Any, int], Any]
 
 
@@ -243,6 +245,9 @@ class Gr00tReferenceServer:
                 reply = self._answer(sock.recv())
                 if reply is DIE:
                     return
+                if reply is MULTIPART:
+                    sock.send_multipart([self.pack([scripted_actions(0), {}]), b"extra"])
+                    continue
                 assert isinstance(reply, bytes)
                 sock.send(reply)
         finally:

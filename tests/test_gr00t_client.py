@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from gr00t_reference_server import (
     DIE,
+    MULTIPART,
     Canary,
     Gr00tReferenceServer,
     Hang,
@@ -484,3 +485,108 @@ def test_a_fortran_ordered_npy_array_reads_as_its_values() -> None:
     data = msgpack.packb({"a": {"__ndarray_class__": True, "as_npy": buffer.getvalue()}})
     decoded = unpack(data, "test").value["a"]
     assert np.array_equal(decoded, array) and decoded.flags.c_contiguous
+
+
+# --- hostile replies and inputs (issue 32; the plugin-level rows are in test_bad_input.py) --
+
+
+@pytest.mark.parametrize(("name", "answer", "cause", "words"), [
+    ("infinite gripper", [{**scripted_actions(1), "action.gripper":
+                           np.full((1, 16, 1), np.inf, np.float32)}, {}],
+     "invalid_action", "'action.gripper' holds inf (step 0); every action value must be finite"),
+    ("nan axis", [{**scripted_actions(1), "action.z": np.full((1, 16, 1), np.nan, np.float32)},
+                  {}], "invalid_action", "'action.z' holds nan"),
+    ("ragged", [{**scripted_actions(1), "action.y": [[[0.1], [0.2, 0.3]]]}, {}],
+     "invalid_action", "'action.y' is not a rectangular array of numbers"),
+    ("2 MB error", {"error": "x" * 2_000_000}, "server_error", "more characters]"),
+])
+def test_hostile_replies_get_their_own_cause(name: str, answer: Any, cause: str,
+                                             words: str) -> None:
+    with Gr00tReferenceServer(on("get_action", answer)) as server:
+        policy = policy_for(server)
+        policy.reset()
+        with pytest.raises(EpisodeError) as caught:
+            policy.infer(observation())
+        policy.close()
+    assert caught.value.cause == cause, str(caught.value)
+    assert words in str(caught.value)
+    assert len(str(caught.value)) < 3000  # a server's text is cut, never echoed whole
+
+
+def test_a_reply_of_two_frames_is_a_protocol_violation_and_the_next_call_is_clean() -> None:
+    class TwoFrames(Gr00tReferenceServer):
+        def _answer(self, message: bytes) -> object:
+            reply = super()._answer(message)
+            if self.endpoints()[-1] == "get_action" and len(self.actions) == 1:
+                return MULTIPART
+            return reply
+
+    with TwoFrames() as server:
+        policy = policy_for(server)
+        policy.reset()
+        with pytest.raises(EpisodeError) as caught:
+            policy.infer(observation())
+        assert caught.value.cause == "protocol_violation"
+        assert "answered with 2 frames" in str(caught.value)
+        policy.reset()
+        assert policy.infer(observation())["actions"].shape == (16, 7)  # a fresh socket
+        policy.close()
+
+
+def test_a_reply_past_the_limit_is_refused_by_its_size_and_the_server_is_not_called_dead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_libero.policy import gr00t
+
+    monkeypatch.setattr(gr00t, "MAX_MESSAGE_BYTES", 256 * 1024)
+    monkeypatch.setattr(gr00t, "RECEIVE_CAP_BYTES", 1024 * 1024)
+    big = server_pack([{"action.x": np.zeros(200_000, np.float32)}, {}])  # 800 kB: read, refused
+    huge = server_pack([{"action.x": np.zeros(1_000_000, np.float32)}, {}])  # 4 MB: dropped
+    for payload, words in ((big, "answered with 0.8 MiB; replies above 0.25 MiB are refused"),
+                           (huge, "dropped the connection mid-reply but still answers ping")):
+        with Gr00tReferenceServer(on("get_action", Raw(payload))) as server:
+            policy = policy_for(server)
+            policy.reset()
+            with pytest.raises(EpisodeError) as caught:
+                policy.infer(observation())
+            policy.close()
+        assert caught.value.cause == "reply_too_large", str(caught.value)
+        assert words in str(caught.value)
+
+
+def test_a_ping_that_is_not_gr00ts_is_a_usage_error_before_any_case() -> None:
+    with Gr00tReferenceServer(on("ping", [1, 2, 3])) as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(gr00t_profile(server.uri, 3.0))
+    assert "answered, but not as a GR00T policy server" in str(caught.value)
+    assert "answered ping with [1, 2, 3], not GR00T's {'status': 'ok', ...}" in str(caught.value)
+
+
+@pytest.mark.parametrize("endpoint", ["tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
+                                      "tcp://127.0.0.1", "tcp://:5555", "tcp://h:5555/x"])
+def test_a_gr00t_endpoint_without_a_host_and_port_is_refused_at_once(endpoint: str) -> None:
+    with pytest.raises(SetupError, match=r"has no valid host and port; give tcp://HOST:PORT"):
+        load_profile("gr00t").with_overrides(endpoint=endpoint)
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("nan", "finite numbers"), ("inf", "finite numbers"), ("1e39", "float32's range"),
+])
+def test_a_state_option_must_be_a_finite_number_the_dtype_holds(value: str, words: str) -> None:
+    with pytest.raises(SetupError, match=rf"state\.x={value!r}.*{words}"):
+        load_profile("gr00t").with_overrides(options={"state.x": value})
+
+
+@pytest.mark.parametrize(("values", "dtype", "words"), [
+    ("[nan]", "float32", "finite numbers"), ("[inf]", "float32", "finite numbers"),
+    ("[1e39]", "float32", "float32's range"), ("[]", "float32", "non-empty list"),
+    ("[1.5]", "int32", "whole numbers for int32"), ("[3e9]", "int32", "int32's range"),
+    ('["a"]', "float32", "numbers only"),
+])
+def test_a_profile_state_constant_must_be_what_its_dtype_holds(values: str, dtype: str,
+                                                                words: str) -> None:
+    text = GR00T_TOML.read_text().replace(
+        '"state.x" = { dtype = "float32", values = [0.0], option = "state.x" }',
+        f'"state.x" = {{ dtype = "{dtype}", values = {values}, option = "state.x" }}')
+    with pytest.raises(SetupError, match=rf"request\.state\.state\.x\.values is .*{words}"):
+        parse_profile(text.encode(), "x.toml")

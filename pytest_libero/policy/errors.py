@@ -17,6 +17,7 @@ __all__ = [
     "ConnectionLost",
     "OldPickleServer",
     "ProtocolViolation",
+    "ReplyTooLarge",
     "ServerError",
     "ServerUnavailable",
     "TokenRefused",
@@ -69,6 +70,12 @@ class ProtocolViolation(PolicyTransportError):
     """The server answered, but not as its protocol says it must."""
 
     cause: ClassVar[str] = "protocol_violation"
+
+
+class ReplyTooLarge(ProtocolViolation):
+    """A reply past the size a policy server may send (a chunk is a few kilobytes)."""
+
+    cause: ClassVar[str] = "reply_too_large"
 
 
 class CodecError(PolicyTransportError):

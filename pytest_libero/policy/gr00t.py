@@ -37,18 +37,26 @@ from pytest_libero.policy.errors import (
     CallTimeout,
     ConnectionLost,
     ProtocolViolation,
+    ReplyTooLarge,
     ServerError,
     ServerUnavailable,
     TokenRefused,
 )
 from pytest_libero.policy.gr00t_layout import Gr00tLayout
 from pytest_libero.policy.gr00t_wire import Message, Wire, pack, unpack
+from pytest_libero.protocol.errors import PolicyTransportError
 from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
+from pytest_libero.protocol.text import clipped
 
 __all__ = ["Gr00tClient", "Gr00tPolicy", "WireUnknown", "decide_wire", "preflight_facts"]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest reply accepted (a chunk is a few kilobytes)."""
+RECEIVE_CAP_BYTES = 4 * MAX_MESSAGE_BYTES
+"""Largest reply ZeroMQ reads at all, so one a little too large is refused by its size;
+anything larger makes ZeroMQ drop the connection unread (see ``_lost``)."""
+ALIVE_CHECK_S = 0.5
+"""How long a dropped connection's server gets to answer ping before it counts as gone."""
 POLL_S = 0.05
 TELL_AFTER_S = 0.5
 """How long nothing may connect before a waiting caller is told so."""
@@ -77,7 +85,7 @@ class Gr00tClient:
         if self._sock is None:
             sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            sock.setsockopt(zmq.MAXMSGSIZE, RECEIVE_CAP_BYTES)
             self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
             try:
                 sock.connect(self.endpoint)
@@ -152,8 +160,7 @@ class Gr00tClient:
             now = time.monotonic()
             if self._lost_peer():
                 self.close()
-                raise ConnectionLost(f"{what} closed the connection before replying (the "
-                                     "server process died or was stopped?)")
+                raise self._lost(what)
             if not self._up and now - self._down_since > self.connect_timeout:
                 self.close()
                 raise ConnectionLost(f"nothing is connected at {self.endpoint} for {name}: "
@@ -164,7 +171,7 @@ class Gr00tClient:
                 raise CallTimeout(f"{what} did not reply within {deadline - start:g}s; the "
                                   "socket is discarded so a late reply cannot answer a later "
                                   "request")
-        message = sock.recv()
+        message = self._receive(sock, what)
         self.last_call_s = time.monotonic() - start
         return self._checked(unpack(message, what), what)
 
@@ -196,7 +203,43 @@ class Gr00tClient:
                 raise ServerUnavailable(f"no GR00T server answered ping at {self.endpoint} "
                                         f"after {now - start:.1f}s ({why})")
         what = f"the GR00T server at {self.endpoint} (ping)"
-        return self._checked(unpack(sock.recv(), what), what).value
+        return self._checked(unpack(self._receive(sock, what), what), what).value
+
+    def _receive(self, sock: zmq.Socket[bytes], what: str) -> bytes:
+        """The one frame of a reply; a reply of several frames or past the size limit is
+        a protocol violation, and the socket goes (its state is no longer one request,
+        one reply)."""
+        message = sock.recv()
+        frames = 1
+        while sock.getsockopt(zmq.RCVMORE):
+            sock.recv()
+            frames += 1
+        if frames > 1:
+            self.close()
+            raise ProtocolViolation(f"{what} answered with {frames} frames; GR00T's server "
+                                    "sends each reply as one msgpack frame")
+        if len(message) > MAX_MESSAGE_BYTES:
+            self.close()
+            raise ReplyTooLarge(f"{what} answered with {len(message) / 2**20:.1f} MiB; "
+                                f"replies above {MAX_MESSAGE_BYTES / 2**20:g} MiB are refused "
+                                "(an action chunk is a few kilobytes)")
+        return message
+
+    def _lost(self, what: str) -> PolicyTransportError:
+        """Why the connection went, as well as can be told: ZeroMQ drops a connection whose
+        reply is larger than it reads, so a server that still answers ping was alive."""
+        try:
+            with Gr00tClient(self.endpoint, connect_timeout=ALIVE_CHECK_S,
+                             call_timeout=ALIVE_CHECK_S, api_token=self.api_token,
+                             wire=self.wire) as check:
+                check.wait_ready(ALIVE_CHECK_S)
+        except PolicyTransportError:
+            return ConnectionLost(f"{what} closed the connection before replying (the server "
+                                  "process died or was stopped?)")
+        return ReplyTooLarge(f"{what} dropped the connection mid-reply but still answers ping: "
+                             f"its reply was most likely larger than "
+                             f"{RECEIVE_CAP_BYTES / 2**20:g} MiB, which is dropped unread "
+                             "(an action chunk is a few kilobytes)")
 
     def _checked(self, reply: Message, what: str) -> Message:
         """The reply, unless it is the server's ``{"error": ...}``."""
@@ -205,9 +248,10 @@ class Gr00tClient:
         text = str(reply.value["error"])
         if text.startswith("Unauthorized"):
             sent = "a token was sent" if self.api_token else "no token was sent"
-            raise TokenRefused(f"{what} refused the API token ({sent}): {text}", traceback=text)
-        raise ServerError(f"{what} answered with an error: {text}{_form_hint(text, self.wire)}",
-                          traceback=text)
+            raise TokenRefused(f"{what} refused the API token ({sent}): {clipped(text)}",
+                               traceback=text)
+        raise ServerError(f"{what} answered with an error: "
+                          f"{clipped(text)}{_form_hint(text, self.wire)}", traceback=text)
 
     def __enter__(self) -> Gr00tClient:
         return self
@@ -281,6 +325,10 @@ class Gr00tPolicy:
         """``reset``, telling ``on_wait`` when the server does not answer at once."""
         self.client.close()
         ping = self.client.wait_ready(self.wait_s, on_wait=on_wait)
+        if not (isinstance(ping, dict) and ping.get("status") == "ok"):
+            raise ProtocolViolation(f"the GR00T server at {self.endpoint} answered ping with "
+                                    f"{clipped(repr(ping))}, not GR00T's {{'status': 'ok', "
+                                    "...}}")
         modality = self.client.exchange("get_modality_config")
         wire, decided_by = decide_wire(self.wire_setting, modality.forms,
                                        f"the GR00T server at {self.endpoint}")

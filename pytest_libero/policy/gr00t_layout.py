@@ -81,19 +81,19 @@ class Gr00tLayout:
     def decode(self, reply: Mapping[str, Any], where: str) -> np.ndarray:
         """The (H, 7) chunk the reply's action keys form, gripper transformed.
 
-        Each key must hold ([B,] H, 1) numbers (or ([B,] H,)), all with one H; anything
-        else is an invalid action naming the key and its shape.
+        Each key must hold ([B,] H, 1) finite numbers (or ([B,] H,)), all with one H;
+        anything else is an invalid action naming the key. The raw values are checked
+        before any transform: a transform such as the gripper's sign would turn an
+        infinity into an action the contract accepts.
         """
         columns = []
         horizon: int | None = None
         for key in self.actions:
             if key not in reply:
                 raise InvalidAction(f"{where}: the reply has no {key!r} (keys: "
-                                    f"{sorted(map(str, reply))}); the profile's [reply] "
+                                    f"{sorted(map(str, reply))[:20]}); the profile's [reply] "
                                     "actions name the keys it must hold")
-            value = reply[key]
-            array = value if isinstance(value, np.ndarray) else np.asarray(value)
-            column = self._column(array, key, where)
+            column = self._column(reply[key], key, where)
             if horizon is not None and column.shape[0] != horizon:
                 raise InvalidAction(f"{where}: {key!r} has {column.shape[0]} steps, the "
                                     f"keys before it {horizon}")
@@ -103,8 +103,13 @@ class Gr00tLayout:
         chunk[:, -1] = GRIPPER_TRANSFORMS[self.gripper](chunk[:, -1])
         return chunk
 
-    def _column(self, array: np.ndarray, key: str, where: str) -> np.ndarray:
+    def _column(self, value: Any, key: str, where: str) -> np.ndarray:
         expected = ("(B=1, H, 1)" if self.batch else "(H, 1)")
+        try:
+            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+        except (ValueError, TypeError):  # a ragged list, say
+            raise InvalidAction(f"{where}: {key!r} is not a rectangular array of numbers; "
+                                f"expected {expected} floats") from None
         shape = array.shape
         if self.batch:
             if array.ndim < 1 or shape[0] != 1:
@@ -116,6 +121,11 @@ class Gr00tLayout:
             raise InvalidAction(f"{where}: {key!r} has shape {shape}; expected {expected}")
         if array.dtype.kind != "f":
             raise InvalidAction(f"{where}: {key!r} has dtype {array.dtype}; send floats")
+        if not np.isfinite(array).all():
+            bad = array[~np.isfinite(array)][0]
+            raise InvalidAction(f"{where}: {key!r} holds {bad} (step "
+                                f"{int(np.flatnonzero(~np.isfinite(array))[0])}); every "
+                                "action value must be finite")
         return np.asarray(array, dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:

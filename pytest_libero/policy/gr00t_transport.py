@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -18,7 +19,13 @@ from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.errors import ServerError, TokenRefused
 from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
 from pytest_libero.policy.gr00t_wire import WIRE_SETTINGS
-from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
+from pytest_libero.policy.transport import (
+    OnWait,
+    ServedProfile,
+    TableReader,
+    constant_array,
+    read_constant,
+)
 from pytest_libero.protocol.errors import InvalidAction, SetupError
 from pytest_libero.protocol.parameters import CAMERAS
 
@@ -119,21 +126,36 @@ class Gr00tTransport:
                 continue
             default = state[key]
             text = options[option]
+            where = (f"--libero-policy-option {option}={text!r} (profile {profile.name!r}, "
+                     f"state key {key!r})")
             try:
                 values = [float(v) for v in str(text).split(",")]
             except ValueError:
                 values = []
             if len(values) != default.size:
-                raise SetupError(
-                    f"--libero-policy-option {option}={text!r} (profile {profile.name!r}, state "
-                    f"key {key!r}): give {default.size} comma-separated number(s), e.g. the "
-                    "dataset mean from the checkpoint's statistics (docs/gr00t.md)"
-                )
-            state[key] = np.asarray(values, dtype=default.dtype).reshape(default.shape)
+                raise SetupError(f"{where}: give {default.size} comma-separated number(s), e.g. "
+                                 "the dataset mean from the checkpoint's statistics "
+                                 "(docs/gr00t.md)")
+            try:
+                array = constant_array(values, str(default.dtype))
+            except ValueError as exc:
+                raise SetupError(f"{where}: {exc}") from None
+            state[key] = array.reshape(default.shape)
         return _replace_state(settings, state)
 
     def endpoint_problem(self, endpoint: str) -> str | None:
-        return None if endpoint.startswith(self.schemes) else f"{endpoint!r} is not a ZeroMQ address"
+        """tcp://HOST:PORT with a host and a port in 1-65535 (ZeroMQ would wait out the
+        whole wait on an address it can never reach)."""
+        if not endpoint.startswith(self.schemes):
+            return f"{endpoint!r} is not a ZeroMQ address"
+        parts = urlsplit(endpoint)
+        try:
+            port = parts.port
+        except ValueError:  # not a number, or out of range
+            port = None
+        if not parts.hostname or port is None or port == 0 or parts.path not in ("", "/"):
+            return f"{endpoint!r} has no valid host and port"
+        return None
 
     def feeds_constants(self, settings: Any) -> bool:
         return bool(settings.layout.state)

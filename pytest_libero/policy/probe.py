@@ -98,11 +98,15 @@ def preflight(profile: ServedProfile, on_wait: OnWait | None = None) -> dict[str
     """
     transport = transport_named(profile.transport)
     endpoint = profile.endpoint or ""
+    started = time.monotonic()
     try:
         return transport.preflight(profile, on_wait)
     except ServerUnavailable as exc:
+        waited = time.monotonic() - started
+        within = (f"within {profile.wait_s:g}s" if waited >= profile.wait_s - 1
+                  else f"(it gave up after {waited:.1f}s of the {profile.wait_s:g}s wait)")
         raise SetupError(
-            f"no policy server answered at {endpoint} within {profile.wait_s:g}s (profile "
+            f"no policy server answered at {endpoint} {within} (profile "
             f"{profile.name!r}, {profile.source}); no case was run. Start it first: "
             f"{profile.start_hint}; or point --libero-endpoint at a running server "
             f"(--libero-server-wait sets how long to wait). Last error: {_first_line(exc)}"

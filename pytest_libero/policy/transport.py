@@ -29,6 +29,7 @@ __all__ = [
     "ServedProfile",
     "TableReader",
     "Transport",
+    "constant_array",
     "read_constant",
     "transport_named",
 ]
@@ -152,11 +153,37 @@ def transport_named(name: str) -> Transport:
 CONSTANT_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
 
 
+def constant_array(values: Any, dtype: str) -> np.ndarray:
+    """Declared constant values as an array of ``dtype``, exactly, or ValueError saying
+    what is wrong: not a non-empty list of numbers, not finite, not whole for an integer
+    dtype, or not representable in the dtype (1e39 as float32 would become infinity)."""
+    if not isinstance(values, list) or not values:
+        raise ValueError("give a non-empty list of numbers")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise ValueError("give numbers only")
+    wide = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(wide).all():
+        raise ValueError("give finite numbers (no NaN or infinity)")
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        limits = np.iinfo(kind)
+        if not all(float(v).is_integer() for v in values):
+            raise ValueError(f"give whole numbers for {dtype} (no fractions: they would be cut)")
+        if any(not limits.min <= int(v) <= limits.max for v in values):
+            raise ValueError(f"give numbers within {dtype}'s range {limits.min}..{limits.max}")
+        return np.asarray([int(v) for v in values], dtype=kind)
+    with np.errstate(over="ignore"):
+        array = wide.astype(kind)
+    if not np.isfinite(array).all():
+        raise ValueError(f"give numbers within {dtype}'s range (±{np.finfo(kind).max:.3g})")
+    return array
+
+
 def read_constant(reader: TableReader, where: str, spec: Mapping[str, Any]) -> np.ndarray:
     """A declared constant input (``{ dtype = "float32", values = [...] }``) as an array."""
     if spec["dtype"] not in CONSTANT_DTYPES:
         reader.fail(f"{where}.dtype", repr(spec["dtype"]), ", ".join(CONSTANT_DTYPES))
     try:
-        return np.asarray(spec["values"], dtype=spec["dtype"])
-    except (TypeError, ValueError, OverflowError) as exc:
-        reader.fail(f"{where}.values", repr(spec["values"]), f"numbers ({exc})")
+        return constant_array(spec["values"], spec["dtype"])
+    except ValueError as exc:
+        reader.fail(f"{where}.values", repr(spec["values"]), str(exc))
