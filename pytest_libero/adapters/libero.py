@@ -237,9 +237,10 @@ class LiberoEpisode:
         """The entry's generated perturbation, each kind at its moment: camera and light
         after the reset (a hard reset recompiles the model), the robot offset and the
         noise's draw after the init state, the robot's contacts once settled."""
-        if self.entry.perturbation is None:
+        perturbation = self.entry.perturbation
+        if perturbation is None:
             return
-        kind, level = self.entry.perturbation
+        kind, level = perturbation.kind, perturbation.level
         if after == "reset" and kind in ("camera", "light"):
             self._perturb_model(kind, level)
         elif after == "init_state" and kind == "robot":
@@ -253,7 +254,7 @@ class LiberoEpisode:
 
     def _twin_case(self) -> str:
         """The unperturbed case's id: what every draw of this perturbation is seeded by."""
-        return str(self.entry.twin_case_id)
+        return str(self.entry.twin)
 
     def _perturb_model(self, kind: str, level: int) -> None:
         """Move the agentview camera or change the lights (docs/perturbations.md)."""

@@ -38,7 +38,8 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.catalog.entries import OOD_FAMILY
+from pytest_libero.catalog.case_id import CaseId
+from pytest_libero.catalog.entries import Entry, GeneratedPerturbation, OodSource
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import write_text_atomic
 from pytest_libero.results.summary import safety_class, safety_verdict
@@ -217,24 +218,22 @@ class CaseTree:
 
 def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> CaseTree:
     """The Allure grouping of one case, from its record and (optionally) run.json."""
-    entry = record.get("entry") or {}
+    entry = Entry.from_dict(record["entry"])
     budget = record.get("budget") or {}
     plan = (run or {}).get("plan") or {}
-    suite, index, name = entry.get("suite", "?"), entry.get("index", "?"), entry.get("name")
-    state = entry.get("init_state")
+    suite, name, state, variant = entry.suite, entry.name, entry.state, entry.variant
     mode = str(plan.get("mode") or ("full" if state is not None else "fast"))
     partial = tuple(str(p) for p in plan.get("partial") or ()) if mode == "full" else ()
     sub: str | None
-    if entry.get("family") == OOD_FAMILY:  # LIBERO-PRO -> kind -> suite -> the case
-        parent, group, sub = OOD_PARENT_SUITE, str(entry.get("kind")), str(suite)
-    elif isinstance(entry.get("perturbation"), Mapping):  # Perturbations -> kind -> level
-        parent, group = PERTURBED_PARENT_SUITE, str(entry["perturbation"]["kind"])
-        sub = f"level {entry['perturbation']['level']} / {suite}"
+    if isinstance(variant, OodSource):  # LIBERO-PRO -> kind -> suite -> the case
+        parent, group, sub = OOD_PARENT_SUITE, variant.kind, suite
+    elif isinstance(variant, GeneratedPerturbation):  # Perturbations -> kind -> level
+        parent, group, sub = PERTURBED_PARENT_SUITE, variant.kind, f"level {variant.level} / {suite}"
     elif state is not None:
-        task = f"{suite}-{index:02d}" if isinstance(index, int) else f"{suite}-{index}"
-        parent, group, sub = str(suite), f"{task} {name}" if name else task, f"state {state}"
+        task = entry.task_id
+        parent, group, sub = suite, f"{task} {name}" if name else task, f"state {state}"
     else:
-        parent, group, sub = PARENT_SUITE, str(suite), str(name) if name else None
+        parent, group, sub = PARENT_SUITE, suite, name or None
     evidence_class = str(record.get("evidence_class", ""))
     raw = {
         "profile": record.get("profile"),
@@ -246,11 +245,11 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
         "partial": "; ".join(partial) or None,
         "safety": safety_verdict(record),
         "engagement": record.get("engagement"),
-        "family": entry.get("family"),
-        "kind": entry.get("kind"),
-        "level": entry.get("level"),
-        "twin": entry.get("twin"),
-        "language_source": entry.get("language_source"),
+        "family": entry.family,
+        "kind": None if variant is None else variant.kind,
+        "level": None if variant is None else variant.level,
+        "twin": entry.twin,
+        "language_source": entry.language_source,
     }
     tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
             f"budget:{budget.get('mode')}", f"mode:{mode}"]

@@ -91,7 +91,8 @@ class Recorder:
         run.setdefault("resumed", []).append(
             {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "cases": [e.case_id for e in plan.entries],
-             "interrupted_evidence": kept}
+             "interrupted_evidence": kept,
+             "record_schema": RECORD_SCHEMA}
         )
         folder.write_json("run.json", run)
         return recorder
