@@ -354,10 +354,9 @@ def _report(
     test = reporter.get_test(None)
     ParameterMode = _allure("allure_commons.types").ParameterMode
 
-    entry: Mapping[str, Any] = record.get("entry") or {}
+    entry: Mapping[str, Any] = record["entry"]
     budget = record.get("budget") or {}
-    suite, index = entry.get("suite", "?"), entry.get("index", "?")
-    case = record.get("case") or f"{suite}-{index}"
+    case = record["case"]
     title = f"{case}: {entry.get('language', '')}"
     tree = case_tree(record, run)
     _keep(listener, test, _Fixup(title, _description(record, tree), _start_ms(record)))
@@ -372,11 +371,10 @@ def _report(
         allure.dynamic.label(name, value)
     allure.dynamic.tag(*tree.tags)
 
-    # History is keyed on these: the same case under the same profile, track and cap.
-    allure.dynamic.parameter("suite", suite)
-    allure.dynamic.parameter("index", index)
-    if entry.get("init_state") is not None:
-        allure.dynamic.parameter("init state", entry["init_state"])
+    # History is keyed on these: the same case (every part of its id, so a variant is a
+    # test of its own, never a retry of its twin) under the same profile, track and cap.
+    for part, part_value in CaseId.parse(case).parameters().items():
+        allure.dynamic.parameter(part, part_value)
     allure.dynamic.parameter("profile", record.get("profile"))
     allure.dynamic.parameter("track", record.get("track"))
     allure.dynamic.parameter("budget cap", _budget_text(budget))
@@ -384,8 +382,8 @@ def _report(
     allure.dynamic.parameter("worker", record.get("worker", "main"), excluded=True)
     if record.get("gpu") is not None:
         allure.dynamic.parameter("gpu", record["gpu"], excluded=True)
-    # Replace the parametrize value (the Entry's repr) with the case id; suite and
-    # index already carry it, so it is hidden and kept out of the history key.
+    # Replace the parametrize value (the Entry's repr) with the case id; the parts above
+    # already carry it, so it is hidden and kept out of the history key.
     allure.dynamic.parameter(
         ENTRY_PARAM, record.get("case"), excluded=True, mode=ParameterMode.HIDDEN
     )
