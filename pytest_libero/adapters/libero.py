@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,17 +49,8 @@ from pytest_libero.protocol.parameters import (
     SETTLE_ACTION,
     SETTLE_CONTROLS,
 )
+from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.safety.signals import Signals
-
-
-def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
-    """MUJOCO_GL and PYOPENGL_PLATFORM as the simulator will see them: EGL unless the
-    operator chose otherwise (what run.json records, too)."""
-    backend = environ.get("MUJOCO_GL", "egl")
-    chosen = {"MUJOCO_GL": backend}
-    if backend == "egl" or "PYOPENGL_PLATFORM" in environ:
-        chosen["PYOPENGL_PLATFORM"] = environ.get("PYOPENGL_PLATFORM", "egl")
-    return chosen
 
 
 def prepare_simulator_environment() -> None:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.adapters.libero import headless_rendering
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
@@ -29,6 +28,7 @@ from pytest_libero.episode.record import (
 )
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
+from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.results.folder import (
     RunFolder,
     new_run_id,
