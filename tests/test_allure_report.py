@@ -53,12 +53,12 @@ ALLURE3_DEFAULT = Path("/tmp/pytest-libero-tools/allure3/node_modules/.bin/allur
 
 
 def _record(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
-    suite, index = case.rsplit("-", 1)
+    case_id = CaseId.parse(case)
     record: dict[str, Any] = {
         "case": case,
         "entry": {
-            "suite": suite,
-            "index": int(index),
+            "suite": case_id.suite,
+            "index": case_id.index,
             "name": "KITCHEN_SCENE3_turn_on_the_stove_and_put_the_moka_pot_on_it",
             "language": "turn on the stove and put the moka pot on it",
             "bddl_file": "x.bddl",
