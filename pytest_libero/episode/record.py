@@ -3,7 +3,9 @@
 The record is built once per case (``episode.case``), travels from a worker to the
 controller as JSON inside its test report, and is the line results.jsonl keeps and the
 input of summaries, gates, merges and Allure. Its JSON form *is* this shape: the
-TypedDicts below type the plain dict, so there is no second encoding to drift apart.
+TypedDicts below (and the catalog's ``EntryRecord``, which ``Entry.as_dict`` and
+``Entry.from_dict`` write and read) type the plain dict, so there is no second encoding
+to drift apart.
 docs/records.md describes every field. ``RECORD_SCHEMA`` goes into run.json; a change
 of shape that readers must know about raises its version.
 """
