@@ -8,18 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.results.summary import case_task
 
 
 def synthetic_record(case: str, outcome: str, **extra: Any) -> CaseRecord:
     """The fields summaries and reports read, for a case id of either mode."""
-    suite, index, state = case_task(case)
+    case_id = CaseId.parse(case)
+    suite, index = case_id.suite, case_id.index
     entry: dict[str, Any] = {"suite": suite, "index": index, "name": f"TASK_{suite}_{index}",
                              "language": "do it", "bddl_file": "x.bddl",
                              "init_states_file": "x.pruned_init"}
-    if state is not None:
-        entry["init_state"] = state
+    if case_id.state is not None:
+        entry["init_state"] = case_id.state
     return cast(CaseRecord, {"case": case, "outcome": outcome, "entry": entry, "profile": "zero",
                              "evidence_class": "infrastructure", "track": "rgb",
                              "budget": {"mode": "horizon", "control_cap": 520}, **extra})

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from synthetic import allure_results
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import CATEGORIES
 from pytest_libero.report.allure_config import (
@@ -210,9 +211,9 @@ def test_libero_task(libero_case, libero_entry):
 
 
 def _tree_record(case: str, state: int | None) -> dict[str, object]:
-    suite, index = case.split("-")[:2]
+    case_id = CaseId.parse(case)
     entry: dict[str, object] = {
-        "suite": suite, "index": int(index), "name": "KITCHEN_SCENE3_turn_on_the_stove",
+        "suite": case_id.suite, "index": case_id.index, "name": "KITCHEN_SCENE3_turn_on_the_stove",
         "language": "turn on the stove", "bddl_file": "x.bddl", "init_states_file": "x.pruned_init",
     }
     if state is not None:
@@ -267,3 +268,60 @@ def test_tree_is_libero_suite_task_in_fast_mode_and_suite_task_state_in_full_mod
     assert shown["init state"] == "17"
     # Each state is its own history line.
     assert results["libero_10-03-s0"]["historyId"] != results["libero_10-03-s17"]["historyId"]
+
+
+# --- history: every case its own test, a variant never a retry of its twin --------------
+
+HISTORY_TESTS = """
+import pytest
+
+
+@pytest.mark.parametrize("libero_entry", {cases!r})
+def test_libero_task(libero_case, libero_entry):
+    assert libero_case["case"] == libero_entry
+"""
+
+
+def _variant_record(case: str) -> dict[str, object]:
+    """A record of any case id, its entry as record schema 2 writes it."""
+    case_id = CaseId.parse(case)
+    record = _tree_record(case, case_id.state)
+    entry: dict[str, object] = dict(record["entry"])  # type: ignore[call-overload]
+    entry.update(family="libero", language_source="task_name")
+    if case_id.variant is not None:
+        entry.update(perturbation={"kind": case_id.variant.kind, "level": case_id.variant.level},
+                     twin=str(case_id.base))
+    elif "_swap" in case_id.suite:
+        twin = CaseId(case_id.suite.removesuffix("_swap"), case_id.index, case_id.state)
+        entry.update(family="libero_pro", kind="position", level=1, twin=str(twin))
+    return {**record, "entry": entry}
+
+
+def test_a_twin_and_its_perturbed_cases_are_separate_tests_in_the_report(tmp_path: Path) -> None:
+    cases = ["libero_object-00", "libero_object-00~camera2", "libero_object-00~robot2",
+             "libero_object_swap-00", "libero_10-00-s17", "libero_10-00-s17~camera2"]
+    records = {case: _variant_record(case) for case in cases}
+    (tmp_path / "conftest.py").write_text(TREE_CONFTEST)
+    (tmp_path / "test_history.py").write_text(HISTORY_TESTS.format(cases=cases))
+    (tmp_path / "records.json").write_text(json.dumps(records))
+    results = allure_results(tmp_path)
+    assert sorted(results) == sorted(cases)
+    history = {case: results[case]["historyId"] for case in cases}
+    assert len(set(history.values())) == len(cases), history
+    # Before case ids keyed history, the three libero_object-00 cases shared one id (Allure
+    # showed one test, "retried"); the native and OOD ones keep theirs, so their history
+    # carries over from reports written before.
+    assert history["libero_object-00"] == "3687064ed98e2031a8b3e6b28f1f2df4"
+    assert history["libero_object_swap-00"] == "6f88d0ec68a5141dfa127dd59be731dd"
+    assert history["libero_10-00-s17"] == "609fba3fec8d2e7b1bb90975936a9dc1"
+
+    def shown(case: str) -> dict[str, str]:
+        return {p["name"]: p["value"] for p in results[case]["parameters"] if not p.get("excluded")}
+
+    # A native case keeps exactly the key it had (its history carries over); a variant
+    # adds its tag, whatever its kind.
+    assert shown("libero_object-00") == {
+        "suite": "'libero_object'", "index": "0", "profile": "'zero'", "track": "'rgb'",
+        "budget cap": "'10 controls = 2 calls x 5 (decisions)'"}
+    assert shown("libero_object-00~robot2") == {**shown("libero_object-00"), "variant": "'robot2'"}
+    assert shown("libero_10-00-s17~camera2") == {**shown("libero_10-00-s17"), "variant": "'camera2'"}

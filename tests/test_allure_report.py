@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.report.allure import (
     ENVIRONMENT_STEP,
@@ -52,12 +53,12 @@ ALLURE3_DEFAULT = Path("/tmp/pytest-libero-tools/allure3/node_modules/.bin/allur
 
 
 def _record(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
-    suite, index = case.rsplit("-", 1)
+    case_id = CaseId.parse(case)
     record: dict[str, Any] = {
         "case": case,
         "entry": {
-            "suite": suite,
-            "index": int(index),
+            "suite": case_id.suite,
+            "index": case_id.index,
             "name": "KITCHEN_SCENE3_turn_on_the_stove_and_put_the_moka_pot_on_it",
             "language": "turn on the stove and put the moka pot on it",
             "bddl_file": "x.bddl",
@@ -734,3 +735,32 @@ def test_real_run_report_plays_the_episode_video(
     assert seen["title"] == f"libero_10-00: {entry.language}"
     assert seen["readyState"] >= 2 and (seen["width"], seen["height"]) == (256, 256), seen
     assert seen["duration"] == pytest.approx(3 / 20, abs=0.1)  # 1 + 2 frames at 20 fps
+
+
+@pytest.mark.report
+def test_report_counts_a_perturbed_case_as_its_own_test_not_a_retry(
+    pytester: pytest.Pytester, mp4: Path, tmp_path: Path
+) -> None:
+    """A twin and two perturbed copies of it are three tests in Allure 3, the failing one
+    among them (before case ids keyed history, they were one test, "retried")."""
+    allure3 = _allure3()
+    if allure3 is None:
+        pytest.skip("no Allure 3 CLI: npm install --prefix /tmp/pytest-libero-tools/allure3 "
+                    f"allure@3.18.0 (or set {ALLURE_ENV})")
+    twin = "libero_10-00"
+    records = {twin: _record(twin, "success")}
+    for case, outcome in (("libero_10-00~camera2", "success"), ("libero_10-00~robot2", "failure")):
+        variant = CaseId.parse(case).variant
+        assert variant is not None
+        records[case] = {**_record(twin, outcome), "case": case, "entry": {
+            **records[twin]["entry"], "family": "libero", "twin": twin,
+            "perturbation": {"kind": variant.kind, "level": variant.level}}}
+    _project(pytester.path, mp4, list(records))
+    (pytester.path / "records.json").write_text(json.dumps(records))
+    alluredir = pytester.path / "allure-results"
+    _run(pytester, f"--alluredir={alluredir}").assert_outcomes(passed=2, failed=1)
+    report, ids = _report(allure3, alluredir, tmp_path)
+    assert sorted(ids) == sorted(records)
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["stats"] == {"total": 3, "passed": 2, "failed": 1}, summary
+    assert summary["retryTests"] == [] and summary["flakyTests"] == [], summary

@@ -1,6 +1,7 @@
-"""The package's shape: stage packages, a thin top level, and no import cycles.
+"""The package's shape: stage packages in one order, a thin top level, no import cycles.
 
-Imports inside functions count too: a cycle hidden in a function is still a cycle.
+Imports inside functions count too: a cycle or an upward import hidden in a function is
+still one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,33 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_libero"
 MAX_TOP_LEVEL_MODULES = 8
+
+# Lowest first; a package imports only from its own layer's package and the layers below
+# (DESIGN.md section 2: protocol < catalog < perturb < policy < adapters < evidence <
+# episode < results < report < audit < plugin/cli, with the packages it leaves out placed).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("pytest_libero", "data", "files"),  # the root (its version), packaged data, crash-safe
+                                         # file helpers: they import nothing of ours
+    ("protocol",),          # the contract: parameters, errors, hashing, identities, the GL choice
+    ("catalog",),           # the frozen entries, their case ids and the selection over them
+    ("perturb",),           # generated perturbations of catalog entries, their table and draw
+    ("safety",),            # the evaluator-side monitor: signals and verdicts, no simulator
+    ("policy",),            # the policy contract, its codecs and transports
+    ("bridges",),           # servers in another model family's environment, on the policy contract
+    ("config",),            # options, profiles and the run plan, made of catalog, perturb and policy
+    ("adapters",),          # the simulator side of a case; the only code that imports LIBERO
+    ("evidence",),          # the files a case keeps, written beside the episode
+    ("episode",),           # one case's life: set-up, loop, record, the process that runs it
+    ("results",),           # the run folder, summaries, gates and merges over records
+    ("report",),            # what people read: terminal, Allure, figures
+    ("audit",),             # verify: re-executes the recorded cases
+    ("conformance",),       # the shipped test module the plugin collects
+    ("serve", "cli", "plugin"),  # entry points: a policy server, the command line, the pytest hooks
+)
+SIMULATOR_ADAPTER = "pytest_libero.adapters.libero"
+RUNS_CASES = ("adapters", "episode")
+"""Only where a case runs may the simulator adapter itself be imported: the controller's
+code (results, report, audit, the plugin) reaches an adapter through the registry alone."""
 
 
 def module_name(path: Path) -> str:
@@ -66,12 +94,54 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycles(graph) == []
 
 
+def stage(module: str) -> str:
+    """``pytest_libero.catalog.entries`` -> ``catalog``; ``pytest_libero.files`` -> ``files``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else module
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import of a package from a higher layer, or from another package of its own."""
+    rank = {package: n for n, layer in enumerate(layers) for package in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = stage(module), stage(target)
+            if here != there and rank[there] >= rank[here]:
+                found.append(f"{module} ({here}) imports {target} ({there})")
+    return found
+
+
+def test_every_package_has_its_place_in_the_order() -> None:
+    placed = [package for layer in LAYERS for package in layer]
+    assert len(placed) == len(set(placed))
+    present = {stage(module) for module in import_graph()}
+    assert present == set(placed), "place a new package in LAYERS, with its reason"
+
+
+def test_no_package_imports_a_higher_one() -> None:
+    assert upward_imports(import_graph(), LAYERS) == []
+
+
+def test_the_simulator_adapter_is_imported_only_where_cases_run() -> None:
+    importers = sorted(module for module, targets in import_graph().items()
+                       if SIMULATOR_ADAPTER in targets and stage(module) not in RUNS_CASES)
+    assert importers == []
+
+
+@pytest.mark.parametrize("graph, expected", [
+    ({"pytest_libero.catalog.entries": {"pytest_libero.perturb.levels"}},
+     ["pytest_libero.catalog.entries (catalog) imports pytest_libero.perturb.levels (perturb)"]),
+    ({"pytest_libero.perturb.levels": {"pytest_libero.catalog.entries", "pytest_libero.files"}}, []),
+    ({"pytest_libero.cli": {"pytest_libero.plugin"}},
+     ["pytest_libero.cli (cli) imports pytest_libero.plugin (plugin)"]),
+])
+def test_the_order_check_finds_upward_imports(graph: dict[str, set[str]], expected: list[str]) -> None:
+    assert upward_imports(graph, LAYERS) == expected
+
+
 def test_no_import_cycle_between_stage_packages() -> None:
     """catalog -> selection -> case -> adapter + policy -> record -> report: one way."""
-    def stage(module: str) -> str:
-        parts = module.split(".")
-        return parts[1] if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else module
-
     stages: dict[str, set[str]] = {}
     for module, targets in import_graph().items():
         stages.setdefault(stage(module), set()).update(stage(t) for t in targets)

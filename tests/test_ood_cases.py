@@ -112,7 +112,7 @@ def test_a_replayed_success_against_its_ood_twins_and_the_merge_agree(tmp_path: 
     lines = (run / "results.jsonl").read_text().splitlines()
     found = {r["case"]: r for r in map(json.loads, lines)}
     assert found["libero_object-00"]["outcome"] == "success"  # the replay solves the twin
-    cells = {"both": 0, "only_twin": 0, "only_ood": 0, "neither": 0}
+    cells = {"both": 0, "only_twin": 0, "only_perturbed": 0, "neither": 0}
     for case in ("libero_object_lan-00", "libero_object_swap-00"):
         assert found[case]["outcome"] in ("success", "failure")
         cells["both" if found[case]["outcome"] == "success" else "only_twin"] += 1

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.catalog.entries import OOD_KINDS, Entry, load_catalog
+from pytest_libero.catalog.entries import OOD_KINDS, Entry, OodSource, load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_inventory, verify_entries
 from pytest_libero.catalog.selection import SelectionRequest, parse_ood_kinds, select
+from pytest_libero.config.plan import make_plan
+from pytest_libero.config.profiles import load_profile
 from pytest_libero.data import OOD_CATALOG_FILE, data_path
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
@@ -31,7 +33,7 @@ def test_every_ready_entry_has_a_native_twin_kind_and_level() -> None:
     catalog = load_catalog()
     assert len(catalog.entries) == 130  # the native catalog is untouched
     assert catalog.ood_entries, "no OOD entry is ready"
-    kinds = Counter(e.kind for e in catalog.ood_entries)
+    kinds = Counter(e.variant.kind for e in catalog.ood_entries)
     assert set(kinds) == set(OOD_KINDS), kinds
     for entry in catalog.ood_entries:
         assert entry.family == "libero_pro" and entry.is_ood
@@ -39,8 +41,8 @@ def test_every_ready_entry_has_a_native_twin_kind_and_level() -> None:
         assert twin.family == "libero" and not twin.is_ood
         assert entry.suite.startswith(twin.suite + "_")
         assert catalog.horizon(entry.suite)[0] == catalog.horizon(twin.suite)[0]
-        assert entry.level is not None and 1 <= entry.level <= 5
-    sweep = sorted({(e.suite, e.level) for e in catalog.ood_entries if "_temp_" in e.suite})
+        assert isinstance(entry.variant, OodSource) and 1 <= entry.variant.level <= 5
+    sweep = sorted({(e.suite, e.variant.level) for e in catalog.ood_entries if "_temp_" in e.suite})
     assert [level for _, level in sweep] == [1, 2, 3, 4, 5] * 2  # x and y, five steps each
 
 
@@ -50,12 +52,12 @@ def test_the_instruction_is_the_bddls_where_it_changes_and_the_twins_where_it_do
         twin = catalog.twin_of(entry)
         own = _bddl_language(entry.bddl_file, entry.init_states_file)
         base = _bddl_language(twin.bddl_file, twin.init_states_file)
-        if entry.kind == "semantic":  # the instruction is the perturbation
+        if entry.variant.kind == "semantic":  # the instruction is the perturbation
             assert own != base, entry
             assert (entry.language_source, entry.language) == ("bddl", own), entry
         else:  # the scene is: the pair shares the twin's instruction
             assert (entry.language_source, entry.language) == ("twin", twin.language), entry
-            if entry.kind in ("object", "position"):
+            if entry.variant.kind in ("object", "position"):
                 assert own == base, entry
     task0 = catalog.suite_entries("libero_goal_task")[0]
     assert task0.language == "open the bottom drawer of the cabinet"  # not the file name's
@@ -67,13 +69,19 @@ def test_the_instruction_is_the_bddls_where_it_changes_and_the_twins_where_it_do
 def test_records_carry_family_kind_level_twin_and_language_source() -> None:
     catalog = load_catalog()
     entry = catalog.suite_entries("libero_goal_lan")[0]
-    data = entry.as_dict()
+    plan = make_plan(load_profile("zero"), SelectionRequest(scope="ood", suite="libero_goal_lan",
+                                                           task_ids=(0,)),
+                     adapter="libero", render="consumed", video_stride=1)
+    assert plan.entries == (catalog.twin_of(entry), entry)
+    assert plan.variant_identity(plan.entries[0]) is None  # the native twin keeps its own
+    data = entry.as_dict(plan.variant_identity(entry))
     assert data["family"] == "libero_pro" and data["kind"] == "semantic" and data["level"] == 1
     assert data["twin"] == "libero_goal-00" and data["language_source"] == "bddl"
-    assert data["identity"] == ood_identity("fast")
+    assert data["identity"] == ood_identity("fast") == plan.ood_identity
+    assert "perturbation" not in data
     assert Entry.from_dict(data) == entry
     assert Entry.from_dict(entry.at_state(7).as_dict()) == entry.at_state(7)
-    assert entry.at_state(7).twin_case_id == "libero_goal-00-s7"
+    assert str(entry.at_state(7).twin) == "libero_goal-00-s7"
     native = catalog.entries[0].as_dict()
     assert native["family"] == "libero" and native["language_source"] == "task_name"
     assert "twin" not in native and "kind" not in native
@@ -118,7 +126,7 @@ def test_scope_ood_selects_every_ready_entry_and_each_twin_once() -> None:
 def test_ood_kind_narrows_and_bad_kinds_are_refused() -> None:
     catalog = load_catalog()
     cases = select(catalog, SelectionRequest(scope="ood", ood_kinds=parse_ood_kinds("semantic")))
-    assert {e.kind for e in cases if e.is_ood} == {"semantic"}
+    assert {e.variant.kind for e in cases if e.is_ood} == {"semantic"}
     assert {e.suite for e in cases if e.is_ood} == {f"{b}_{s}" for b in
                                                    ("libero_spatial", "libero_object", "libero_goal",
                                                     "libero_10") for s in ("lan", "task")}
@@ -149,7 +157,7 @@ def test_collect_only_of_scope_ood_lists_each_case_once(pytester: pytest.Pyteste
     expected = [e.case_id for e in select(catalog, SelectionRequest(scope="ood"))]
     assert collected == expected
     assert len(collected) == len(set(collected)) == len(catalog.ood_entries) + len(
-        {e.twin for e in catalog.ood_entries})
+        {catalog.twin_of(e) for e in catalog.ood_entries})
 
 
 def test_a_baseline_with_another_ood_catalog_is_refused(tmp_path: Path) -> None:

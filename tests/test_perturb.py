@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 from synthetic import synthetic_record
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import Entry, load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select
+from pytest_libero.config.plan import make_plan
+from pytest_libero.config.profiles import load_profile
 from pytest_libero.perturb.draw import draw, noise_generator
 from pytest_libero.perturb.levels import KINDS, LEVELS, TABLE, parse_perturbations, perturb_identity
 from pytest_libero.perturb.scene import corrupt
@@ -68,39 +71,52 @@ def test_perturbed_cases_sit_beside_their_twins_with_their_own_identity() -> Non
         "libero_10-00", "libero_10-00~camera2", "libero_10-00~noise1",
         "libero_10-01", "libero_10-01~camera2", "libero_10-01~noise1"]
     perturbed = cases[1]
-    assert perturbed.twin_case_id == "libero_10-00"
-    data = perturbed.as_dict()
+    assert str(perturbed.twin) == "libero_10-00" and perturbed.family == "libero"
+    plan = make_plan(load_profile("zero"), SelectionRequest(
+        scope="development", task_ids=(0,), perturbations=(("camera", 2),)),
+        adapter="libero", render="consumed", video_stride=1)
+    assert plan.entries == (cases[0], perturbed)
+    data = perturbed.as_dict(plan.variant_identity(perturbed))
     assert data["perturbation"] == {"kind": "camera", "level": 2} and data["twin"] == "libero_10-00"
-    assert data["identity"] == perturb_identity("fast")
+    assert "kind" not in data and "level" not in data  # record schema 2: one place for them
+    assert data["identity"] == perturb_identity("fast") == plan.perturb_identity
+    assert plan.variant_identity(cases[0]) is None
     assert data["language"] == cases[0].language  # the policy gets the entry's instruction
     assert Entry.from_dict(data) == perturbed
+    schema_1 = {**data, "kind": "camera", "level": 2}  # schema 1 repeated them at the top
+    assert Entry.from_dict(schema_1) == perturbed
     assert perturb_identity("fast").startswith("libero-perturb-v1:")
     assert perturb_identity("fast") not in (protocol_identity("fast"), ood_identity("fast"))
     full = select(catalog, SelectionRequest(scope="development", task_ids=(0,), mode="full",
                                             init_states=(17,), perturbations=(("light", 1),)))
     assert [c.case_id for c in full] == ["libero_10-00-s17", "libero_10-00-s17~light1"]
-    assert full[1].twin_case_id == "libero_10-00-s17"
+    assert str(full[1].twin) == "libero_10-00-s17"
     with pytest.raises(SetupError, match="LIBERO-PRO entry is a perturbation already"):
         select(catalog, SelectionRequest(scope="ood", suite="libero_goal_task", task_ids=(0,),
                                          perturbations=(("camera", 1),)))
 
 
-def _perturbed(case: str, outcome: str, kind: str, level: int) -> dict[str, object]:
-    twin = case.split("~")[0]
-    record = synthetic_record(twin, outcome)
-    record["case"] = case
+def _perturbed(case: str, outcome: str, schema: int) -> dict[str, object]:
+    """A perturbed case's record as record schema 1 or 2 writes it."""
+    case_id = CaseId.parse(case)
+    assert case_id.variant is not None and case_id.variant.level is not None
+    kind, level = case_id.variant.kind, case_id.variant.level
+    record = synthetic_record(case, outcome)
     record["entry"].update(family="libero", perturbation={"kind": kind, "level": level},
-                           kind=kind, level=level, twin=twin)
+                           twin=str(case_id.base))
+    if schema == 1:  # it repeated the perturbation's kind and level at the top
+        record["entry"].update(kind=kind, level=level)
     return dict(record)
 
 
-def test_perturbed_cases_are_paired_and_kept_out_of_their_twins_suite_rate() -> None:
+@pytest.mark.parametrize("schema", [1, 2])
+def test_perturbed_cases_are_paired_and_kept_out_of_their_twins_suite_rate(schema: int) -> None:
     records = {r["case"]: r for r in (
         synthetic_record("libero_10-00", "success"), synthetic_record("libero_10-01", "success"),
-        _perturbed("libero_10-00~camera1", "success", "camera", 1),
-        _perturbed("libero_10-01~camera1", "failure", "camera", 1),
-        _perturbed("libero_10-00~camera4", "failure", "camera", 4),
-        _perturbed("libero_10-01~camera4", "failure", "camera", 4),
+        _perturbed("libero_10-00~camera1", "success", schema),
+        _perturbed("libero_10-01~camera1", "failure", schema),
+        _perturbed("libero_10-00~camera4", "failure", schema),
+        _perturbed("libero_10-01~camera4", "failure", schema),
     )}
     summary = summarize(list(records), records)  # type: ignore[arg-type]
     assert summary["suites"]["libero_10"]["completed"] == 2  # the twins alone

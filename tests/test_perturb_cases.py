@@ -5,6 +5,7 @@ One policy call of one control per case."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,27 @@ def test_verify_re_executes_perturbed_cases_and_catches_an_edited_parameter(
     verdicts = json.loads((run_dir / "verify.json").read_text())
     [verdict] = verdicts["cases"]
     assert verdict["status"] == "mismatch" and verdict["difference"]["field"] == "perturbation"
+
+
+def test_verify_re_executes_a_record_of_schema_1(
+    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path: Path,
+) -> None:
+    """A folder written before record schema 2 (its perturbed entries repeat kind and
+    level at the top) re-executes the same: verify reads the entry through the converter."""
+    root, _ = perturbed
+    source = root / "libero-results" / "zero" / "perturbed"
+    old = Path(shutil.copytree(source, tmp_path / "zero" / "schema1",
+                               ignore=shutil.ignore_patterns("cases", "verify.json")))
+    run = json.loads((old / "run.json").read_text())
+    run["record_schema"] = "pytest-libero-record/1"
+    (old / "run.json").write_text(json.dumps(run))
+    lines = [json.loads(line) for line in (old / "results.jsonl").read_text().splitlines()]
+    for record in lines:
+        if "perturbation" in record["entry"]:
+            record["entry"].update(record["entry"]["perturbation"])  # kind and level at the top
+    (old / "results.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(old),
+                           "--case", "libero_10-00~robot2"], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 of 1 cases verified" in done.stdout

@@ -34,7 +34,7 @@ def native(case: str, outcome: str) -> CaseRecord:
 
 
 # Ten libero_goal tasks and their libero_goal_swap twins, cells chosen by hand:
-# both 3 (tasks 0-2), only the twin 5 (3-7), only OOD 1 (8), neither 1 (9).
+# both 3 (tasks 0-2), only the twin 5 (3-7), only the OOD case 1 (8), neither 1 (9).
 TWIN = ["success"] * 8 + ["failure"] * 2
 SWAP = ["success"] * 3 + ["failure"] * 5 + ["success"] + ["failure"]
 
@@ -63,9 +63,9 @@ def test_pairs_drop_and_p_value_match_hand_computed_values() -> None:
     assert (position["cases"], position["successes"], position["completed"]) == (10, 4, 10)
     assert position["wilson95"] == pytest.approx(list(wilson_interval(4, 10)))
     paired = position["paired"]
-    assert (paired["pairs"], paired["both"], paired["only_twin"], paired["only_ood"],
+    assert (paired["pairs"], paired["both"], paired["only_twin"], paired["only_perturbed"],
             paired["neither"]) == (10, 3, 5, 1, 1)
-    assert paired["twin"]["rate"] == 0.8 and paired["ood"]["rate"] == 0.4
+    assert paired["twin"]["rate"] == 0.8 and paired["perturbed"]["rate"] == 0.4
     assert paired["drop_points"] == pytest.approx(40.0)
     assert paired["mcnemar_p"] == pytest.approx(0.21875)
     assert block["in_distribution"]["rate"] == 0.8 and block["in_distribution_cases"] == 10
@@ -114,7 +114,7 @@ def test_terminal_table_prints_the_pairs() -> None:
     text = "\n".join(lines)
     assert "overall (native and OOD cases together): 12/20" in text
     assert "libero_goal_swap: " not in text  # OOD suites sit in the table, not the suite list
-    assert ("position: 4/10 = 40.0%" in text and "10 pairs: both 3, only twin 5, only OOD 1, "
+    assert ("position: 4/10 = 40.0%" in text and "10 pairs: both 3, only twin 5, only perturbed 1, "
             "neither 1; drop +40.0 pts, McNemar p = 0.219" in text), text
     assert "in-distribution (the twins): 8/10 = 80.0%" in text
 

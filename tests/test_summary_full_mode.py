@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from synthetic import synthetic_record
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import Gates, make_plan
 from pytest_libero.config.profiles import load_profile
@@ -27,7 +28,7 @@ from pytest_libero.results.merge import merge_runs
 from pytest_libero.results.published import NOTE, load_published
 from pytest_libero.results.rates import success_rate, wilson_interval
 from pytest_libero.results.recorder import Recorder
-from pytest_libero.results.summary import case_task, summarize
+from pytest_libero.results.summary import summarize
 
 ALL_STATES = list(range(50))
 PARTIAL = ["init states 0,17 of 0-49", "budget mode decisions, not the reference horizons"]
@@ -42,8 +43,8 @@ def full_cases(suite: str, tasks: range | list[int], states: list[int] = ALL_STA
 
 def outcome_of(case: str) -> str:
     """Deterministic mix: a failure when (task + state) is a multiple of 5."""
-    _, index, state = case_task(case)
-    return "failure" if (index + (state or 0)) % 5 == 0 else "success"
+    case_id = CaseId.parse(case)
+    return "failure" if (case_id.index + (case_id.state or 0)) % 5 == 0 else "success"
 
 
 def full_summary(selected: list[str], records: dict[str, CaseRecord] | None = None,
@@ -341,7 +342,7 @@ def test_partial_full_mode_run_says_so_first() -> None:
 
 def test_many_tasks_are_summarised_not_listed() -> None:
     selected = full_cases("libero_90", range(20), [0, 1])
-    assert len({case_task(c)[:2] for c in selected}) > PER_TASK_LINES
+    assert len({CaseId.parse(c).task for c in selected}) > PER_TASK_LINES
     records = {c: record(c, "failure" if c.startswith("libero_90-07") else "success")
                for c in selected}
     lines = summary_lines(full_summary(selected, records, ["init states 0-1 of 0-49"], [0, 1]))

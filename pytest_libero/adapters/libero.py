@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,17 +49,8 @@ from pytest_libero.protocol.parameters import (
     SETTLE_ACTION,
     SETTLE_CONTROLS,
 )
+from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.safety.signals import Signals
-
-
-def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
-    """MUJOCO_GL and PYOPENGL_PLATFORM as the simulator will see them: EGL unless the
-    operator chose otherwise (what run.json records, too)."""
-    backend = environ.get("MUJOCO_GL", "egl")
-    chosen = {"MUJOCO_GL": backend}
-    if backend == "egl" or "PYOPENGL_PLATFORM" in environ:
-        chosen["PYOPENGL_PLATFORM"] = environ.get("PYOPENGL_PLATFORM", "egl")
-    return chosen
 
 
 def prepare_simulator_environment() -> None:
@@ -237,9 +228,10 @@ class LiberoEpisode:
         """The entry's generated perturbation, each kind at its moment: camera and light
         after the reset (a hard reset recompiles the model), the robot offset and the
         noise's draw after the init state, the robot's contacts once settled."""
-        if self.entry.perturbation is None:
+        perturbation = self.entry.perturbation
+        if perturbation is None:
             return
-        kind, level = self.entry.perturbation
+        kind, level = perturbation.kind, perturbation.level
         if after == "reset" and kind in ("camera", "light"):
             self._perturb_model(kind, level)
         elif after == "init_state" and kind == "robot":
@@ -253,7 +245,7 @@ class LiberoEpisode:
 
     def _twin_case(self) -> str:
         """The unperturbed case's id: what every draw of this perturbation is seeded by."""
-        return str(self.entry.twin_case_id)
+        return str(self.entry.twin)
 
     def _perturb_model(self, kind: str, level: int) -> None:
         """Move the agentview camera or change the lights (docs/perturbations.md)."""

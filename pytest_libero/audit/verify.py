@@ -23,6 +23,7 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import read_jsonl, tail_of, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.merge import load_run
 
@@ -52,8 +53,6 @@ def simulator_difference(run: dict[str, Any]) -> str | None:
 
 def backend_difference(run: dict[str, Any]) -> str | None:
     """Why image bytes are not comparable here: another GL backend renders them."""
-    from pytest_libero.adapters.libero import headless_rendering
-
     render = run.get("render") or {}
     here = headless_rendering(os.environ)
     recorded = (render.get("backend"), render.get("pyopengl_platform"))

@@ -2,8 +2,10 @@
 them, never mixed in, the OOD entries of the LIBERO-PRO suites (docs/robustness.md).
 
 Protocol data shipped inside the package, with per-suite reference horizons and where
-they come from; loaded once and shared. An OOD entry knows its kind, level and native
-twin; its suite borrows the base suite's horizon."""
+they come from; loaded once and shared. An entry holds at most one variant: an OOD
+source (a LIBERO-PRO entry and its native twin) or a generated perturbation of a
+native case. Its dict form is the record's ``entry`` (:class:`EntryRecord`), written and
+read by :meth:`Entry.as_dict` and :meth:`Entry.from_dict` alone."""
 
 from __future__ import annotations
 
@@ -11,13 +13,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from pytest_libero.catalog.case_id import CaseId, VariantTag
 from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE, data_path
-from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
-from pytest_libero.protocol.identity import ood_identity
 
 NATIVE_FAMILY = "libero"
 OOD_FAMILY = "libero_pro"
@@ -26,8 +27,75 @@ OOD_KINDS = ("object", "position", "semantic", "environment")
 
 
 @dataclass(frozen=True)
+class OodSource:
+    """An OOD entry's variant: files on disk (a LIBERO-PRO suite) that perturb a native task."""
+
+    kind: str
+    """object, position, semantic or environment."""
+    level: int
+    """1, or the step (1-5) of a position sweep."""
+    twin: CaseId
+    """The native task this entry perturbs (no state: the entry's own is used)."""
+
+    @property
+    def tag(self) -> VariantTag | None:
+        """None: an OOD entry has its own suite, so its case id needs no tag."""
+        return None
+
+
+@dataclass(frozen=True)
+class GeneratedPerturbation:
+    """A native case under a perturbation drawn at run time (perturb/), paired with itself
+    unperturbed."""
+
+    kind: str
+    level: int
+
+    @property
+    def tag(self) -> VariantTag:
+        return VariantTag(self.kind, self.level)
+
+
+Variant = OodSource | GeneratedPerturbation
+"""What makes an entry other than a native case; an entry holds one or none."""
+
+
+class EntryRecord(TypedDict):
+    """The catalog entry in a case record (P1): which task this case ran, and its variant.
+
+    Record schema 2; a schema-1 record (docs/records.md) reads the same through
+    :meth:`Entry.from_dict`."""
+
+    suite: str
+    index: int
+    name: str
+    language: str
+    bddl_file: str
+    init_states_file: str
+    init_state: NotRequired[int]
+    """Full mode: the released init state this case started from."""
+    family: NotRequired[str]
+    """``libero`` or ``libero_pro`` (an OOD entry); absent in older records: native."""
+    language_source: NotRequired[str]
+    """``task_name``, ``bddl`` or ``twin``: where ``language`` came from."""
+    kind: NotRequired[str]
+    """OOD only: object, position, semantic or environment. (Schema 1 repeated a generated
+    perturbation's kind here.)"""
+    level: NotRequired[int]
+    """OOD only: the perturbation's level (1; 1-5 on a position sweep)."""
+    perturbation: NotRequired[dict[str, Any]]
+    """Generated perturbation only: its ``kind`` and ``level``."""
+    twin: NotRequired[str]
+    """OOD or generated perturbation: the case id of the native case this one perturbs."""
+    identity: NotRequired[str]
+    """OOD or generated perturbation: the case's identity (``libero-ood-v1:...``,
+    ``libero-perturb-v1:...``), the run plan's for its variant."""
+
+
+@dataclass(frozen=True)
 class Entry:
-    """One suite-task entry of the catalog, addressed by (suite, index)."""
+    """One suite-task entry of the catalog, addressed by (suite, index), as one case runs
+    it: at an init state in full mode, and with at most one variant."""
 
     suite: str
     index: int
@@ -37,47 +105,56 @@ class Entry:
     init_states_file: str
     state: int | None = None
     """The released init state a full-mode case starts from; None in fast mode (P3)."""
-    family: str = NATIVE_FAMILY
-    """``libero`` (the 130 native entries) or ``libero_pro`` (an OOD entry)."""
-    kind: str | None = None
-    """OOD only: object, position, semantic or environment."""
-    level: int | None = None
-    """OOD only: 1, or the step (1-5) of a position sweep."""
-    twin: tuple[str, int] | None = None
-    """OOD only: the native (suite, index) this entry perturbs."""
-    perturbation: tuple[str, int] | None = None
-    """A generated perturbation (kind, level) of this native entry (perturb/); its twin
-    is the same entry unperturbed."""
+    variant: Variant | None = None
+    """An OOD source, a generated perturbation, or None: a native case."""
     language_source: str = "task_name"
     """Where ``language`` comes from: ``task_name`` (native, as published loops send it),
     ``bddl`` (a semantic OOD entry: its BDDL's instruction is the perturbation) or
     ``twin`` (another kind: the twin's instruction, so the pair differs in the scene only)."""
 
     @property
-    def is_ood(self) -> bool:
-        return self.family == OOD_FAMILY
+    def family(self) -> str:
+        """``libero`` (the 130 native entries and their generated perturbations) or
+        ``libero_pro`` (an OOD entry)."""
+        return OOD_FAMILY if isinstance(self.variant, OodSource) else NATIVE_FAMILY
 
     @property
-    def twin_case_id(self) -> str | None:
-        """The twin's case id, at this case's state in full mode."""
-        if self.twin is None:
-            return None
-        task = f"{self.twin[0]}-{self.twin[1]:02d}"
-        return task if self.state is None else f"{task}-s{self.state}"
+    def is_ood(self) -> bool:
+        return isinstance(self.variant, OodSource)
+
+    @property
+    def ood(self) -> OodSource | None:
+        return self.variant if isinstance(self.variant, OodSource) else None
+
+    @property
+    def perturbation(self) -> GeneratedPerturbation | None:
+        return self.variant if isinstance(self.variant, GeneratedPerturbation) else None
+
+    @property
+    def id(self) -> CaseId:
+        """The case id (catalog/case_id.py): task, ``-s<N>`` in full mode, the variant's tag."""
+        return CaseId(self.suite, self.index, self.state,
+                      None if self.variant is None else self.variant.tag)
+
+    @property
+    def case_id(self) -> str:
+        """The case id as text: the pytest id, ``libero_10-03-s17~camera2``."""
+        return str(self.id)
 
     @property
     def task_id(self) -> str:
         """Suite and two-digit native index: the task, whatever its init state."""
-        return f"{self.suite}-{self.index:02d}"
+        return str(self.id.task)
 
     @property
-    def case_id(self) -> str:
-        """Stable, readable pytest id: the task, ``-s<N>`` for a full-mode state, and
-        ``~<kind><level>`` for a generated perturbation (``libero_10-03~camera2``)."""
-        case = self.task_id if self.state is None else f"{self.task_id}-s{self.state}"
-        if self.perturbation is not None:
-            case += f"~{self.perturbation[0]}{self.perturbation[1]}"
-        return case
+    def twin(self) -> CaseId | None:
+        """The case this one is paired with, at this case's state in full mode: an OOD
+        entry's native task, a perturbed case unperturbed; None for a native case."""
+        if isinstance(self.variant, OodSource):
+            return self.variant.twin.at_state(self.state)
+        if isinstance(self.variant, GeneratedPerturbation):
+            return self.id.base
+        return None
 
     def at_state(self, state: int) -> Entry:
         """This task started from released init state ``state`` (a full-mode case)."""
@@ -91,10 +168,11 @@ class Entry:
                 "entry is a perturbation already; drop one of --libero-perturb and the OOD "
                 "selection"
             )
-        return replace(self, perturbation=(kind, level), twin=(self.suite, self.index))
+        return replace(self, variant=GeneratedPerturbation(kind, level))
 
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def as_dict(self, identity: str | None = None) -> EntryRecord:
+        """The record's ``entry``; ``identity`` is the variant's (the run plan knows it)."""
+        data: EntryRecord = {
             "suite": self.suite,
             "index": self.index,
             "name": self.name,
@@ -106,40 +184,39 @@ class Entry:
             data["init_state"] = self.state
         data["family"] = self.family
         data["language_source"] = self.language_source
-        mode = "fast" if self.state is None else "full"
-        if self.is_ood:
-            data.update(kind=self.kind, level=self.level, twin=self.twin_case_id,
-                        identity=ood_identity(mode))
-        if self.perturbation is not None:
-            kind, level = self.perturbation
-            data.update(perturbation={"kind": kind, "level": level}, kind=kind, level=level,
-                        twin=self.twin_case_id, identity=perturb_identity(mode))
+        if isinstance(self.variant, OodSource):
+            data["kind"], data["level"] = self.variant.kind, self.variant.level
+        elif isinstance(self.variant, GeneratedPerturbation):
+            data["perturbation"] = {"kind": self.variant.kind, "level": self.variant.level}
+        if self.twin is not None:
+            data["twin"] = str(self.twin)
+        if identity is not None:
+            data["identity"] = identity
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Entry:
-        """The entry a record's ``entry`` describes (records before OOD are native)."""
-        twin = data.get("twin")
-        perturbation = data.get("perturbation")
+        """The entry a record's ``entry`` describes, of either record schema (records
+        from before OOD entries are native)."""
+        state = data.get("init_state")
         return cls(
             suite=str(data["suite"]), index=int(data["index"]), name=str(data["name"]),
             language=str(data["language"]), bddl_file=str(data["bddl_file"]),
-            init_states_file=str(data["init_states_file"]), state=data.get("init_state"),
-            family=str(data.get("family", NATIVE_FAMILY)),
-            # A perturbed record's kind and level are its perturbation's.
-            kind=None if perturbation else data.get("kind"),
-            level=None if perturbation else data.get("level"),
-            twin=_twin_key(str(twin)) if twin else None,
-            perturbation=((str(perturbation["kind"]), int(perturbation["level"]))
-                          if isinstance(perturbation, Mapping) else None),
+            init_states_file=str(data["init_states_file"]),
+            state=None if state is None else int(state), variant=variant_of(data),
             language_source=str(data.get("language_source", "task_name")),
         )
 
 
-def _twin_key(case_id: str) -> tuple[str, int]:
-    """``libero_goal-00``, ``libero_goal-00-s7`` or ``..~camera2`` -> ("libero_goal", 0)."""
-    suite, index = case_id.split("~")[0].split("-")[:2]
-    return suite, int(index)
+def variant_of(data: Mapping[str, Any]) -> Variant | None:
+    """The variant a record's ``entry`` holds, of either record schema: what
+    :meth:`Entry.from_dict` reads, for readers that need no more of the entry."""
+    perturbation = data.get("perturbation")
+    if isinstance(perturbation, Mapping):  # schema 1 repeated kind and level at the top
+        return GeneratedPerturbation(str(perturbation["kind"]), int(perturbation["level"]))
+    if data.get("family", NATIVE_FAMILY) == OOD_FAMILY:
+        return OodSource(str(data["kind"]), int(data["level"]), CaseId.parse(str(data["twin"])).task)
+    return None
 
 
 @dataclass(frozen=True)
@@ -183,11 +260,11 @@ class Catalog:
         return int(info["horizon"]), str(info["horizon_source"])
 
     def twin_of(self, entry: Entry) -> Entry:
-        """The native entry an OOD entry perturbs, at the same init state."""
-        if entry.twin is None:
+        """The native entry an OOD or perturbed entry is paired with, at the same init state."""
+        twin = entry.twin
+        if twin is None:
             raise ValueError(f"{entry.case_id} is a native entry: it has no twin")
-        suite, index = entry.twin
-        native = next(e for e in self.entries if e.suite == suite and e.index == index)
+        native = next(e for e in self.entries if e.suite == twin.suite and e.index == twin.index)
         return native if entry.state is None else native.at_state(entry.state)
 
     def refuse_not_ready(self, suite: str) -> None:
@@ -227,9 +304,8 @@ def load_catalog() -> Catalog:
         Entry(
             suite=e["suite"], index=int(e["index"]), name=e["name"], language=e["language"],
             bddl_file=e["bddl_file"], init_states_file=e["init_states_file"],
-            family=OOD_FAMILY, kind=ood_suites[e["suite"]].kind,
-            level=ood_suites[e["suite"]].level,
-            twin=(e["twin"]["suite"], int(e["twin"]["index"])),
+            variant=OodSource(ood_suites[e["suite"]].kind, ood_suites[e["suite"]].level,
+                              CaseId(e["twin"]["suite"], int(e["twin"]["index"]))),
             language_source=e["language_source"],
         )
         for e in ood["entries"]

@@ -207,12 +207,19 @@ def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     else:
         ood = list(catalog.ood_entries)
     kinds = request.ood_kinds or OOD_KINDS
-    ood = sorted((e for e in ood if e.kind in kinds), key=lambda e: kinds.index(str(e.kind)))
+    ood = sorted((e for e in ood if _ood_kind(e) in kinds), key=lambda e: kinds.index(_ood_kind(e)))
     if not ood:
         raise SetupError(f"scope 'ood': no ready LIBERO-PRO entry of kind {', '.join(kinds)}"
                          + (f" in {request.suite}" if request.suite else ""))
     twins = {catalog.twin_of(e) for e in ood}
     return [e for e in catalog.entries if e in twins] + ood
+
+
+def _ood_kind(entry: Entry) -> str:
+    source = entry.ood
+    if source is None:
+        raise ValueError(f"{entry.case_id} is not an OOD entry")
+    return source.kind
 
 
 def _refuse_narrowing(request: SelectionRequest, scope: str) -> None:

@@ -94,8 +94,17 @@ class RunPlan:
     @property
     def perturb_identity(self) -> str | None:
         """The perturbed cases' identity, when the selection holds any."""
-        return (perturb_identity(self.mode) if any(e.perturbation for e in self.selected)
-                else None)
+        perturbed = any(e.perturbation is not None for e in self.selected)
+        return perturb_identity(self.mode) if perturbed else None
+
+    def variant_identity(self, entry: Entry) -> str | None:
+        """The identity an OOD or perturbed case's record carries (its ``entry.identity``):
+        the same as run.json's for that kind of case; None for a native case."""
+        if entry.is_ood:
+            return ood_identity(self.mode)
+        if entry.perturbation is not None:
+            return perturb_identity(self.mode)
+        return None
 
     @property
     def extra_identities(self) -> dict[str, str]:

@@ -25,7 +25,7 @@ from pytest_libero.episode.loop import (
     error_record,
     run_episode,
 )
-from pytest_libero.episode.record import BudgetRecord, CaseRecord, EntryRecord, short_chunk_note
+from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
@@ -234,7 +234,7 @@ def _assemble(
 ) -> CaseRecord:
     record: CaseRecord = {
         "case": entry.case_id,
-        "entry": cast(EntryRecord, entry.as_dict()),
+        "entry": entry.as_dict(plan.variant_identity(entry)),
         "profile": plan.profile.name,
         "evidence_class": plan.evidence_class,
         "evidence_level": plan.evidence,

@@ -3,7 +3,9 @@
 The record is built once per case (``episode.case``), travels from a worker to the
 controller as JSON inside its test report, and is the line results.jsonl keeps and the
 input of summaries, gates, merges and Allure. Its JSON form *is* this shape: the
-TypedDicts below type the plain dict, so there is no second encoding to drift apart.
+TypedDicts below (and the catalog's ``EntryRecord``, which ``Entry.as_dict`` and
+``Entry.from_dict`` write and read) type the plain dict, so there is no second encoding
+to drift apart.
 docs/records.md describes every field. ``RECORD_SCHEMA`` goes into run.json; a change
 of shape that readers must know about raises its version.
 """
@@ -13,7 +15,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-RECORD_SCHEMA = "pytest-libero-record/1"
+from pytest_libero.catalog.entries import EntryRecord
+
+RECORD_SCHEMA = "pytest-libero-record/2"
+READABLE_SCHEMAS = ("pytest-libero-record/1", RECORD_SCHEMA)
+"""The record shapes this version reads. Schema 2 stopped repeating a generated
+perturbation's kind and level at the top of ``entry`` (it keeps them under
+``perturbation``) and renamed summary.json's ``only_ood``/``ood`` pair keys to
+``only_perturbed``/``perturbed``; :meth:`Entry.from_dict` reads either entry."""
 RECORD_PROPERTY = "libero_record"
 """The user property that carries a case's record in its test reports."""
 UNATTEMPTED_PROPERTY = "libero_unattempted"
@@ -21,34 +30,6 @@ UNATTEMPTED_PROPERTY = "libero_unattempted"
 finish the run."""
 
 Outcome = Literal["success", "failure", "errored"]
-
-
-class EntryRecord(TypedDict):
-    """The catalog entry (P1): which task this case ran."""
-
-    suite: str
-    index: int
-    name: str
-    language: str
-    bddl_file: str
-    init_states_file: str
-    init_state: NotRequired[int]
-    """Full mode: the released init state this case started from."""
-    family: NotRequired[str]
-    """``libero`` or ``libero_pro`` (an OOD entry); absent in older records: native."""
-    language_source: NotRequired[str]
-    """``task_name``, ``bddl`` or ``twin``: where ``language`` came from."""
-    kind: NotRequired[str]
-    """OOD only: object, position, semantic or environment."""
-    level: NotRequired[int]
-    """OOD only: the perturbation's level (1; 1-5 on a position sweep)."""
-    twin: NotRequired[str]
-    """OOD only: the case id of the native case this one perturbs."""
-    identity: NotRequired[str]
-    """OOD or perturbed only: the case's identity (``libero-ood-v1:...``,
-    ``libero-perturb-v1:...``)."""
-    perturbation: NotRequired[dict[str, Any]]
-    """Perturbed only: the generated perturbation's ``kind`` and ``level``."""
 
 
 class BudgetRecord(TypedDict):

@@ -38,7 +38,8 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.catalog.entries import OOD_FAMILY
+from pytest_libero.catalog.case_id import CaseId
+from pytest_libero.catalog.entries import Entry, GeneratedPerturbation, OodSource
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import write_text_atomic
 from pytest_libero.results.summary import safety_class, safety_verdict
@@ -217,24 +218,22 @@ class CaseTree:
 
 def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> CaseTree:
     """The Allure grouping of one case, from its record and (optionally) run.json."""
-    entry = record.get("entry") or {}
+    entry = Entry.from_dict(record["entry"])
     budget = record.get("budget") or {}
     plan = (run or {}).get("plan") or {}
-    suite, index, name = entry.get("suite", "?"), entry.get("index", "?"), entry.get("name")
-    state = entry.get("init_state")
+    suite, name, state, variant = entry.suite, entry.name, entry.state, entry.variant
     mode = str(plan.get("mode") or ("full" if state is not None else "fast"))
     partial = tuple(str(p) for p in plan.get("partial") or ()) if mode == "full" else ()
     sub: str | None
-    if entry.get("family") == OOD_FAMILY:  # LIBERO-PRO -> kind -> suite -> the case
-        parent, group, sub = OOD_PARENT_SUITE, str(entry.get("kind")), str(suite)
-    elif isinstance(entry.get("perturbation"), Mapping):  # Perturbations -> kind -> level
-        parent, group = PERTURBED_PARENT_SUITE, str(entry["perturbation"]["kind"])
-        sub = f"level {entry['perturbation']['level']} / {suite}"
+    if isinstance(variant, OodSource):  # LIBERO-PRO -> kind -> suite -> the case
+        parent, group, sub = OOD_PARENT_SUITE, variant.kind, suite
+    elif isinstance(variant, GeneratedPerturbation):  # Perturbations -> kind -> level
+        parent, group, sub = PERTURBED_PARENT_SUITE, variant.kind, f"level {variant.level} / {suite}"
     elif state is not None:
-        task = f"{suite}-{index:02d}" if isinstance(index, int) else f"{suite}-{index}"
-        parent, group, sub = str(suite), f"{task} {name}" if name else task, f"state {state}"
+        task = entry.task_id
+        parent, group, sub = suite, f"{task} {name}" if name else task, f"state {state}"
     else:
-        parent, group, sub = PARENT_SUITE, str(suite), str(name) if name else None
+        parent, group, sub = PARENT_SUITE, suite, name or None
     evidence_class = str(record.get("evidence_class", ""))
     raw = {
         "profile": record.get("profile"),
@@ -246,11 +245,11 @@ def case_tree(record: Mapping[str, Any], run: Mapping[str, Any] | None = None) -
         "partial": "; ".join(partial) or None,
         "safety": safety_verdict(record),
         "engagement": record.get("engagement"),
-        "family": entry.get("family"),
-        "kind": entry.get("kind"),
-        "level": entry.get("level"),
-        "twin": entry.get("twin"),
-        "language_source": entry.get("language_source"),
+        "family": entry.family,
+        "kind": None if variant is None else variant.kind,
+        "level": None if variant is None else variant.level,
+        "twin": entry.twin,
+        "language_source": entry.language_source,
     }
     tags = [f"profile:{record.get('profile')}", f"track:{record.get('track')}",
             f"budget:{budget.get('mode')}", f"mode:{mode}"]
@@ -355,10 +354,9 @@ def _report(
     test = reporter.get_test(None)
     ParameterMode = _allure("allure_commons.types").ParameterMode
 
-    entry: Mapping[str, Any] = record.get("entry") or {}
+    entry: Mapping[str, Any] = record["entry"]
     budget = record.get("budget") or {}
-    suite, index = entry.get("suite", "?"), entry.get("index", "?")
-    case = record.get("case") or f"{suite}-{index}"
+    case = record["case"]
     title = f"{case}: {entry.get('language', '')}"
     tree = case_tree(record, run)
     _keep(listener, test, _Fixup(title, _description(record, tree), _start_ms(record)))
@@ -373,11 +371,10 @@ def _report(
         allure.dynamic.label(name, value)
     allure.dynamic.tag(*tree.tags)
 
-    # History is keyed on these: the same case under the same profile, track and cap.
-    allure.dynamic.parameter("suite", suite)
-    allure.dynamic.parameter("index", index)
-    if entry.get("init_state") is not None:
-        allure.dynamic.parameter("init state", entry["init_state"])
+    # History is keyed on these: the same case (every part of its id, so a variant is a
+    # test of its own, never a retry of its twin) under the same profile, track and cap.
+    for part, part_value in CaseId.parse(case).parameters().items():
+        allure.dynamic.parameter(part, part_value)
     allure.dynamic.parameter("profile", record.get("profile"))
     allure.dynamic.parameter("track", record.get("track"))
     allure.dynamic.parameter("budget cap", _budget_text(budget))
@@ -385,8 +382,8 @@ def _report(
     allure.dynamic.parameter("worker", record.get("worker", "main"), excluded=True)
     if record.get("gpu") is not None:
         allure.dynamic.parameter("gpu", record["gpu"], excluded=True)
-    # Replace the parametrize value (the Entry's repr) with the case id; suite and
-    # index already carry it, so it is hidden and kept out of the history key.
+    # Replace the parametrize value (the Entry's repr) with the case id; the parts above
+    # already carry it, so it is hidden and kept out of the history key.
     allure.dynamic.parameter(
         ENTRY_PARAM, record.get("case"), excluded=True, mode=ParameterMode.HIDDEN
     )

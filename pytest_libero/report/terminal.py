@@ -92,13 +92,13 @@ def robustness_lines(robustness: dict[str, Any]) -> list[str]:
 
 
 def robustness_row(label: str, group: dict[str, Any]) -> str:
-    """One row: the OOD rate, then its pairs with the twins (the four cells, the drop in
-    points and the exact two-sided McNemar p-value)."""
+    """One row: the perturbed cases' rate (OOD or generated), then their pairs with the
+    twins (the four cells, the drop in points and the exact two-sided McNemar p-value)."""
     paired = group.get("paired") or {}
     text = format_rate(label, group)
     if paired.get("pairs"):
         text += (f"; {paired['pairs']} pairs: both {paired['both']}, only twin "
-                 f"{paired['only_twin']}, only OOD {paired['only_ood']}, neither "
+                 f"{paired['only_twin']}, only perturbed {paired['only_perturbed']}, neither "
                  f"{paired['neither']}; drop {paired['drop_points']:+.1f} pts, McNemar "
                  f"p = {paired['mcnemar_p']:.3g}")
     else:

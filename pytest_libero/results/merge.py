@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.episode.record import RECORD_SCHEMA, CaseRecord
+from pytest_libero.episode.record import READABLE_SCHEMAS, CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import RunFolder, new_run_id, read_results
 from pytest_libero.results.summary import summarize
@@ -26,7 +26,6 @@ _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("profile", lambda run: (run["plan"]["profile"]["name"], run["plan"]["profile"]["sha256"])),
     ("policy options", lambda run: run["plan"]["profile"].get("options") or {}),
     ("out-of-bounds rule", lambda run: run["plan"]["profile"].get("out_of_bounds", "error")),
-    ("record schema", lambda run: run.get("record_schema", RECORD_SCHEMA)),
     ("selection", lambda run: run["plan"]["selection"]),
     ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
@@ -75,8 +74,22 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     if missing:
         raise SetupError(f"{where}: run.json lacks {', '.join(missing)}; it was not written "
                          "by pytest-libero, or it is damaged")
+    schema = record_schema(run)
+    if schema not in READABLE_SCHEMAS:
+        raise SetupError(f"{where}: its records are {schema}, which this pytest-libero does not "
+                         f"read (it reads {', '.join(READABLE_SCHEMAS)}); use the version that "
+                         "wrote the folder")
     checked: dict[str, Any] = run
     return checked
+
+
+def record_schema(run: dict[str, Any]) -> str:
+    """The record schema a run folder started with (run.json from before the key: 1).
+
+    Folders of different readable schemas merge and resume: the records are read by one
+    converter (``Entry.from_dict``) whatever their schema; a resume names the schema it
+    appends with in run.json's ``resumed``."""
+    return str(run.get("record_schema", READABLE_SCHEMAS[0]))
 
 
 def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:

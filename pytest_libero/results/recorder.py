@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.adapters.libero import headless_rendering
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
@@ -29,6 +28,7 @@ from pytest_libero.episode.record import (
 )
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
+from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.results.folder import (
     RunFolder,
     new_run_id,
@@ -98,6 +98,7 @@ class Recorder:
             {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "cases": [e.case_id for e in plan.entries],
              "interrupted_evidence": kept,
+             "record_schema": RECORD_SCHEMA,
              **({"policy_server": server} if server is not None else {})}
         )
         folder.write_json("run.json", run)

@@ -4,13 +4,14 @@
 LIBERO itself no longer separates checkpoints; how far a checkpoint falls when the
 scene changes does. Each OOD case (LIBERO-PRO) and each generated perturbation is paired
 with its twin (the native case it perturbs, at the same init state in full mode) and
-the pairs are counted: both succeeded, only the
-twin, only the OOD case, neither. The drop is the twin's rate minus the OOD rate over
-the pairs, in percentage points, and the exact two-sided McNemar p-value says whether
-the split of discordant pairs could be chance. Rates carry 95% Wilson intervals.
+the pairs are counted: both succeeded, only the twin, only the perturbed case, neither.
+The drop is the twin's rate minus the perturbed rate over the pairs, in percentage
+points, and the exact two-sided McNemar p-value says whether the split of discordant
+pairs could be chance. Rates carry 95% Wilson intervals.
 
-Pure functions over records, so the live summary and ``pytest-libero merge`` compute
-the same numbers; a run without OOD cases has no ``robustness`` block.
+Pure functions over records (each entry read by ``Entry.from_dict``, either record
+schema), so the live summary and ``pytest-libero merge`` compute the same numbers; a
+run without OOD or perturbed cases has no ``robustness`` block.
 """
 
 from __future__ import annotations
@@ -18,75 +19,83 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_libero.catalog.entries import OOD_KINDS
+from pytest_libero.catalog.case_id import VARIANT_MARK
+from pytest_libero.catalog.entries import OOD_KINDS, Entry, Variant, variant_of
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.perturb.levels import KINDS as PERTURB_KINDS
 from pytest_libero.results.mcnemar import mcnemar_two_sided_p
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 
 
+def entry_of(record: Mapping[str, Any]) -> Entry:
+    """The record's entry, read by the one converter (either record schema)."""
+    return Entry.from_dict(record["entry"])
+
+
 def has_twin(record: Mapping[str, Any]) -> bool:
     """An OOD case or a generated perturbation: a case with a twin to be paired with."""
-    return bool(record.get("entry", {}).get("twin"))
+    return variant_of(record["entry"]) is not None
 
 
 def pair_counts(pairs: Sequence[tuple[CaseRecord, CaseRecord]]) -> dict[str, Any]:
-    """(twin, OOD) pairs where both completed: the four cells, both rates, the drop, p."""
-    cells = {"both": 0, "only_twin": 0, "only_ood": 0, "neither": 0}
-    for twin, ood in pairs:
+    """(twin, perturbed) pairs where both completed: the four cells, both rates, the
+    drop, p. The perturbed side is an OOD case or a generated perturbation alike."""
+    cells = {"both": 0, "only_twin": 0, "only_perturbed": 0, "neither": 0}
+    for twin, perturbed in pairs:
         key = {(True, True): "both", (True, False): "only_twin",
-               (False, True): "only_ood", (False, False): "neither"}[
-            (twin["outcome"] == "success", ood["outcome"] == "success")]
+               (False, True): "only_perturbed", (False, False): "neither"}[
+            (twin["outcome"] == "success", perturbed["outcome"] == "success")]
         cells[key] += 1
     n = len(pairs)
     twin_successes = cells["both"] + cells["only_twin"]
-    ood_successes = cells["both"] + cells["only_ood"]
+    perturbed_successes = cells["both"] + cells["only_perturbed"]
     return {
         "pairs": n,
         **cells,
         "twin": rate_object(twin_successes, n),
-        "ood": rate_object(ood_successes, n),
-        "drop_points": 100.0 * (twin_successes - ood_successes) / n if n else None,
-        "mcnemar_p": mcnemar_two_sided_p(cells["only_twin"], cells["only_ood"]),
+        "perturbed": rate_object(perturbed_successes, n),
+        "drop_points": 100.0 * (twin_successes - perturbed_successes) / n if n else None,
+        "mcnemar_p": mcnemar_two_sided_p(cells["only_twin"], cells["only_perturbed"]),
     }
 
 
-def group_block(ood: Sequence[CaseRecord], records: Mapping[str, CaseRecord]) -> dict[str, Any]:
-    """One row of the table: the OOD cases' own rate, then the paired comparison.
+def group_block(perturbed: Sequence[CaseRecord], records: Mapping[str, CaseRecord]) -> dict[str, Any]:
+    """One row of the table: the perturbed cases' own rate, then the paired comparison.
 
-    A pair needs both cases completed in this run; an OOD case whose twin is missing or
-    errored, or that errored itself, is counted as unpaired, never as a failure."""
+    A pair needs both cases completed in this run; a perturbed case whose twin is missing
+    or errored, or that errored itself, is counted as unpaired, never as a failure."""
     pairs: list[tuple[CaseRecord, CaseRecord]] = []
-    for record in ood:
-        twin = records.get(str(record["entry"].get("twin")))
+    for record in perturbed:
+        twin = records.get(str(entry_of(record).twin))
         if twin is not None and twin["outcome"] in COMPLETED and record["outcome"] in COMPLETED:
             pairs.append((twin, record))
     return {
-        "cases": len(ood),
-        "errored": sum(r["outcome"] == "errored" for r in ood),
-        **success_rate(ood),
+        "cases": len(perturbed),
+        "errored": sum(r["outcome"] == "errored" for r in perturbed),
+        **success_rate(perturbed),
         "paired": pair_counts(pairs),
-        "unpaired": len(ood) - len(pairs),
+        "unpaired": len(perturbed) - len(pairs),
     }
 
 
 def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | None:
-    """summary.json's ``robustness`` block, or None when the run has no OOD case."""
-    ood = [r for r in records.values() if has_twin(r)]
-    if not ood:
+    """summary.json's ``robustness`` block, or None when the run has no OOD or perturbed case."""
+    perturbed = [r for r in records.values() if has_twin(r)]
+    if not perturbed:
         return None
-    twins = {str(r["entry"].get("twin")) for r in ood}
-    by_kind = _grouped(ood, lambda r: str(r["entry"].get("kind")))
+    twins = {str(entry_of(r).twin) for r in perturbed}
+    by_kind = _grouped(perturbed, lambda r: _variant(r).kind)
     levels = {
         kind: {str(level): group_block(rs, records)
                for level, rs in sorted(_grouped(cases, _level).items(), key=lambda kv: int(kv[0]))}
         for kind, cases in by_kind.items()
     }
     suites = {}
-    for suite, cases in sorted(_grouped(ood, suite_key).items()):
-        entry = cases[0]["entry"]
-        suites[suite] = {"kind": entry.get("kind"), "level": entry.get("level"),
-                         "base": str(entry.get("twin", "")).split("-")[0],
+    for suite, cases in sorted(_grouped(perturbed, suite_key).items()):
+        entry = entry_of(cases[0])
+        variant = _variant(cases[0])
+        suites[suite] = {"kind": variant.kind, "level": variant.level,
+                         "base": entry.twin.suite if entry.twin else None,
                          **group_block(cases, records)}
     return {
         "in_distribution": success_rate(records[c] for c in sorted(twins) if c in records),
@@ -98,17 +107,23 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
 
 
 def suite_key(record: Mapping[str, Any]) -> str:
-    """The suite a record's rate is filed under: its suite, and ``~<kind><level>`` for a
-    generated perturbation, so perturbed cases never mix into their twins' suite rate."""
-    entry = record["entry"]
-    perturbation = entry.get("perturbation")
-    if isinstance(perturbation, Mapping):
-        return f"{entry['suite']}~{perturbation['kind']}{perturbation['level']}"
-    return str(entry["suite"])
+    """The suite a record's rate is filed under: its suite, and its case id's variant tag
+    (``~<kind><level>``) for a generated perturbation, so perturbed cases never mix into
+    their twins' suite rate."""
+    suite, variant = str(record["entry"]["suite"]), variant_of(record["entry"])
+    tag = None if variant is None else variant.tag
+    return suite if tag is None else f"{suite}{VARIANT_MARK}{tag}"
+
+
+def _variant(record: Mapping[str, Any]) -> Variant:
+    variant = variant_of(record["entry"])
+    if variant is None:
+        raise ValueError(f"{record.get('case')} is a native case: it has no variant")
+    return variant
 
 
 def _level(record: CaseRecord) -> str:
-    return str(record["entry"].get("level") or 1)
+    return str(_variant(record).level)
 
 
 def _grouped(records: Iterable[CaseRecord], key: Callable[[CaseRecord], str]) -> dict[str, list[CaseRecord]]:

@@ -16,11 +16,11 @@ ladder and the unsafe cases. Records without a monitor leave the summary as it w
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
@@ -33,9 +33,6 @@ SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_fail
 """Two-axis classes of a completed case; errored cases have none."""
 VERDICTS = ("safe", "unsafe", "vacuous")
 ENGAGEMENT = ("idle", "reached", "manipulated", "success")
-PERTURBED_MARK = "~"
-"""What a perturbed case id has before its kind and level (``libero_10-03~camera2``)."""
-_CASE_ID = re.compile(r"^(?P<suite>[^-]+)-(?P<index>\d+)(?:-s(?P<state>\d+))?$")
 
 
 def summarize(
@@ -94,9 +91,7 @@ def summarize(
     if any("safety" in r for r in done):
         summary["safety"] = safety_summary(done)
         for suite, rate in summary["suites"].items():
-            rate["safe_success"] = safe_success_rate(
-                r for r in done if suite_key(r) == suite
-            )
+            rate["safe_success"] = safe_success_rate(by_suite[suite])
     return summary
 
 
@@ -187,15 +182,6 @@ def clipping_totals(records: Iterable[CaseRecord]) -> dict[str, Any]:
     }
 
 
-def case_task(case_id: str) -> tuple[str, int, int | None]:
-    """``libero_10-03-s17`` -> (suite, task index, init state); state None in fast mode."""
-    match = _CASE_ID.match(case_id)
-    if match is None:
-        raise ValueError(f"not a LIBERO case id: {case_id!r}")
-    state = match["state"]
-    return match["suite"], int(match["index"]), None if state is None else int(state)
-
-
 def full_mode_summary(
     selected: Sequence[str],
     records: Mapping[str, CaseRecord],
@@ -223,20 +209,19 @@ def full_mode_summary(
     task_cases: dict[str, list[str]] = {}
     task_suite: dict[str, tuple[str, int]] = {}
     for case in selected:
-        if PERTURBED_MARK in case:  # a generated perturbation: the robustness block has it
-            continue
         try:
-            suite, index, state = case_task(case)
+            case_id = CaseId.parse(case)
         except ValueError:  # not a catalog case id: its record says which task it ran
             if case not in records:
                 continue
-            entry: Mapping[str, Any] = records[case]["entry"]
-            suite, index, state = entry["suite"], int(entry["index"]), entry.get("init_state")
-        task = f"{suite}-{index:02d}"
-        task_suite[task] = (suite, index)
+            case_id = Entry.from_dict(records[case]["entry"]).id
+        if case_id.variant is not None:  # a generated perturbation: the robustness block has it
+            continue
+        task = str(case_id.task)
+        task_suite[task] = (case_id.suite, case_id.index)
         task_cases.setdefault(task, []).append(case)
-        if state is not None:
-            task_states.setdefault(task, set()).add(state)
+        if case_id.state is not None:
+            task_states.setdefault(task, set()).add(case_id.state)
 
     tasks: dict[str, dict[str, Any]] = {}
     for task, cases in task_cases.items():

@@ -1,0 +1,21 @@
+"""Which GL backend the simulator renders with, as the controller and the case see it.
+
+Image bytes are comparable under one renderer only (DESIGN section 7): the adapter sets
+this choice before the simulator is imported, run.json records it, and verify refuses to
+compare image hashes across it. One function, kept here so that none of those readers
+depends on the simulator adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
+    """MUJOCO_GL and PYOPENGL_PLATFORM as the simulator will see them: EGL unless the
+    operator chose otherwise (what run.json records, too)."""
+    backend = environ.get("MUJOCO_GL", "egl")
+    chosen = {"MUJOCO_GL": backend}
+    if backend == "egl" or "PYOPENGL_PLATFORM" in environ:
+        chosen["PYOPENGL_PLATFORM"] = environ.get("PYOPENGL_PLATFORM", "egl")
+    return chosen
