@@ -202,8 +202,8 @@ def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     output: Path = args.output
     try:
         allure_config.check_results(results)
+        allure = allure_config.find_allure(os.environ, Path.cwd())  # refusals write nothing
         config = allure_config.write_config(args.config)
-        allure = allure_config.find_allure(os.environ, Path.cwd())
     except SetupError as exc:
         parser.exit(2, f"pytest-libero report: {exc}\n")
     print(f"Allure 3 config: {config}")

@@ -12,6 +12,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+MAX_NAME = 120
+"""Longest name used as one folder (file systems allow 255 bytes; ids stay readable)."""
+
+
+def folder_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one folder's name under a results root, or None.
+
+    Every name that becomes a path (a profile's name, a run id) passes this one rule, so
+    none can climb out of the root (``..``, ``/``), be absolute, or hold a NUL.
+    """
+    if not name or name in (".", ".."):
+        return "it is empty, '.' or '..'"
+    if any(c in name for c in "/\\\0") or not name.isprintable():
+        return "it holds '/', '\\', a NUL or another unprintable character"
+    if len(name) > MAX_NAME:
+        return f"it is longer than {MAX_NAME} characters"
+    return None
+
 
 class CorruptLine(ValueError):
     """A JSON line other than a torn last one does not parse: the file was damaged."""

@@ -62,7 +62,8 @@ def test_merge_baseline_gate_and_refusals(tmp_path: Path) -> None:
     base.mkdir()
     (base / "run.json").write_text(json.dumps({"protocol_identity": protocol_identity()}))
     (base / "results.jsonl").write_text("".join(
-        json.dumps({"case": c, "outcome": "success"}) + "\n" for c in CASES))
+        json.dumps({"case": c, "outcome": "success", "entry": {"suite": "libero_10"}}) + "\n"
+        for c in CASES))
     worse = merge(str(a), str(b), "--out", str(tmp_path / "m1"), "--baseline", str(base),
                   "--baseline-alpha", "0.1")
     assert worse.returncode == 1  # 4 of 4 flipped to failure: one-sided p = 1/16

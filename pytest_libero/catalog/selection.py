@@ -20,6 +20,10 @@ MODES = ("fast", "full")
 SMOKE_TASK_IDS = (0, 1)
 DEVELOPMENT_SUITE = "libero_10"
 DEVELOPMENT_TASK_IDS = range(0, 5)
+MAX_INDEX = 9_999
+"""The largest task id read at all (no suite has 100 tasks): a range is checked against
+it before it is expanded, so 0-999999999999 is an error, not a MemoryError."""
+MAX_SHARDS = 10_000
 
 @dataclass(frozen=True)
 class SelectionRequest:
@@ -65,26 +69,30 @@ class SelectionRequest:
         return data
 
 
-def parse_task_ids(text: str, option: str = "--libero-task-ids") -> tuple[int, ...]:
-    """Parse "0,1,4" or "0-4" or "0-2,7" into sorted unique ints."""
+def parse_task_ids(text: str, option: str = "--libero-task-ids", *,
+                   highest: int = MAX_INDEX) -> tuple[int, ...]:
+    """Parse "0,1,4" or "0-4" or "0-2,7" into sorted unique ints, each 0..``highest``
+    (checked before a range is expanded)."""
     ids: set[int] = set()
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
         try:
-            if "-" in part:
-                lo, hi = (int(end) for end in part.split("-", 1))
-                if hi < lo:
-                    raise SetupError(f"{option}: the range {part!r} runs backwards; write "
-                                     f"it low-high, e.g. {hi}-{lo}")
-                ids.update(range(lo, hi + 1))
-            else:
-                ids.add(int(part))
+            ends = [int(end) for end in part.split("-", 1)] if "-" in part[1:] else [int(part)]
         except ValueError:
             raise SetupError(
-                f"{option}: cannot read {part!r}; "
+                f"{option}: cannot read {part[:40]!r}; "
                 "write indices like 0,1,4 or a range like 0-4"
             ) from None
+        outside = [end for end in ends if not 0 <= end <= highest]
+        if outside:
+            raise SetupError(f"{option}: {str(outside[0])[:20]} is outside 0-{highest}; write "
+                             "indices like 0,1,4 or a range like 0-4")
+        lo, hi = ends[0], ends[-1]
+        if hi < lo:
+            raise SetupError(f"{option}: the range {part!r} runs backwards; write "
+                             f"it low-high, e.g. {hi}-{lo}")
+        ids.update(range(lo, hi + 1))
     return tuple(sorted(ids))
 
 
@@ -101,12 +109,12 @@ def parse_ood_kinds(text: str) -> tuple[str, ...]:
 
 def parse_init_states(text: str) -> tuple[int, ...]:
     """Parse "0,17,49" or "0-9" into released init-state indices, checked."""
-    states = parse_task_ids(text, "--libero-init-states")
+    states = parse_task_ids(text, "--libero-init-states")  # bounded: at most MAX_INDEX
     outside = [i for i in states if not 0 <= i < FULL_STATES_PER_TASK]
     if not states or outside:
         raise SetupError(
-            f"--libero-init-states={text!r}: each task has released init states "
-            f"0-{FULL_STATES_PER_TASK - 1}; got {outside or 'none'}"
+            f"--libero-init-states={text[:40]!r}: each task has released init states "
+            f"0-{FULL_STATES_PER_TASK - 1}; got {outside[:5] or 'none'}"
         )
     return states
 
@@ -132,11 +140,15 @@ def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     if request.mode == "full":
         refuse_unvalidated(sorted({e.suite for e in entries}))
         entries = [entry.at_state(state) for entry in entries for state in request.states]
-    if request.perturbations is None:
-        return entries
-    # Each case, then its perturbed copies: the twin runs beside them in the same run.
-    return [case for entry in entries
-            for case in (entry, *(entry.perturbed(k, v) for k, v in request.perturbations))]
+    if request.perturbations is not None:
+        # Each case, then its perturbed copies: the twin runs beside them in the same run.
+        entries = [case for entry in entries
+                   for case in (entry, *(entry.perturbed(k, v) for k, v in request.perturbations))]
+    ids = [e.case_id for e in entries]
+    if len(set(ids)) != len(ids):  # one case, one folder: a second copy would overwrite it
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise SetupError(f"the selection holds {twice[0]} more than once; select each case once")
+    return entries
 
 
 def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
@@ -144,7 +156,12 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
         raise SetupError(
             f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"
         )
-    named = request.suite.split(",") if request.suite and request.scope == "ood" else [request.suite]
+    named: list[str | None] = (list(request.suite.split(",")) if request.suite
+                               and request.scope == "ood" else [request.suite])
+    twice = sorted({str(s) for s in named if named.count(s) > 1})
+    if twice:
+        raise SetupError(f"--libero-suite={request.suite!r} names {', '.join(twice)} more than "
+                         "once; name each suite once")
     for suite in named:
         if suite is not None and suite not in SUITES:
             catalog.refuse_not_ready(suite)
@@ -251,8 +268,9 @@ def parse_shard(text: str) -> tuple[int, int]:
         i, n = int(index), int(count)
     except ValueError:
         i, n = 0, 0
-    if not sep or not 1 <= i <= n:
-        raise SetupError(f"--libero-shard={text!r}: write I/N with 1 <= I <= N, e.g. 1/4")
+    if not sep or not 1 <= i <= n or n > MAX_SHARDS:
+        raise SetupError(f"--libero-shard={text[:40]!r}: write I/N with 1 <= I <= N <= "
+                         f"{MAX_SHARDS}, e.g. 1/4")
     return i, n
 
 

@@ -20,8 +20,10 @@ from pytest_libero.catalog.selection import (
     parse_shard,
     parse_task_ids,
 )
+from pytest_libero.config.numbers import seconds
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
+from pytest_libero.files import folder_name_problem
 from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.factory import parse_policy_options
 from pytest_libero.protocol.errors import SetupError
@@ -171,13 +173,9 @@ def _float_option(config: pytest.Config, name: str, *, allow_zero: bool = False)
     if value is None:
         return None
     try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        allowed = "zero or more" if allow_zero else "a positive number of"
-        raise SetupError(f"--libero-{name}={value!r} must be {allowed} seconds")
-    return seconds
+        return seconds(value, allow_zero=allow_zero)
+    except ValueError as exc:
+        raise SetupError(f"--libero-{name}={str(value)[:40]!r} must be {exc}") from None
 
 
 def build_plan(config: pytest.Config) -> RunPlan | None:
@@ -246,9 +244,10 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
 def run_id(config: pytest.Config) -> str | None:
     """The operator's run id: one folder name, so the run stays under its results root."""
     value = option_value(config, "run-id")
-    if value is not None and (value in (".", "..") or "/" in value or "\\" in value):
-        raise SetupError(f"--libero-run-id={value!r}: a run id names one folder (no '/', "
-                         "not '.' or '..'), e.g. --libero-run-id=nightly-42")
+    problem = None if value is None else folder_name_problem(str(value))
+    if problem is not None:
+        raise SetupError(f"--libero-run-id={str(value)[:40]!r}: a run id names one folder and "
+                         f"{problem}; e.g. --libero-run-id=nightly-42")
     return None if value is None else str(value)
 
 

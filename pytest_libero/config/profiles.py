@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pytest_libero.config.numbers import seconds
 from pytest_libero.data import data_path
+from pytest_libero.files import folder_name_problem
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
 from pytest_libero.policy.launcher import Launch
 from pytest_libero.policy.transport import TRANSPORT_NAMES, Transport, transport_named
@@ -191,6 +193,9 @@ def parse_profile(data: bytes, source: str) -> Profile:
     check = _Checker(source)
     check.keys(raw, _TOP_KEYS | _TRANSPORT_TABLES, "")
     name = check.string(raw, "name", "")
+    problem = folder_name_problem(name)
+    if problem is not None:  # the name is the folder its runs go in (<root>/<name>/<run>)
+        check.fail("name", repr(name)[:60], f"a name for one folder, like 'my-model' ({problem})")
     policy = check.table(raw, "policy")
     transport_name = check.choice(policy, "transport", TRANSPORT_NAMES, "policy.",
                                   default="inprocess")
@@ -328,9 +333,12 @@ class _Checker:
 
     def seconds(self, table: Mapping[str, Any], key: str, prefix: str, *, default: float) -> float:
         value = table.get(key, default)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            self.fail(f"{prefix}{key}", repr(value), "a positive number of seconds")
-        return float(value)
+        if isinstance(value, str):  # a number, not a string that reads as one
+            self.fail(f"{prefix}{key}", repr(value)[:40], "a positive number of seconds")
+        try:
+            return seconds(value)
+        except ValueError as exc:
+            self.fail(f"{prefix}{key}", repr(value)[:40], str(exc))
 
     def choice(
         self,

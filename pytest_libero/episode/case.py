@@ -27,7 +27,7 @@ from pytest_libero.episode.loop import (
 )
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
-from pytest_libero.files import write_json_atomic
+from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
 from pytest_libero.protocol.errors import EpisodeError
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
@@ -82,11 +82,13 @@ def run_case_with_evidence(
         # Finishing the encoders' files: work they deferred while the simulator ran.
         record["timings"]["evidence_s"] = round(time.perf_counter() - t0, 3)
     record["evidence_dir"] = str(case_dir)
+    keep_full_error_text(record, case_dir)
     try:
         write_json_atomic(case_dir / "episode.json", record)
     except OSError as exc:  # a full disk: the record still reaches results.jsonl
         if record["outcome"] != "errored":
             mark_errored(record, exc, kind="evidence")
+            keep_full_error_text(record, None)
     return record
 
 
@@ -206,6 +208,25 @@ def errored_record(
     for name, value in (counters or {}).items():
         setattr(result.counters, name, value)
     return _assemble(plan, entry, result, {}, {}, started or time.time(), {})
+
+
+ERROR_TEXT = "error.txt"
+
+
+def keep_full_error_text(record: CaseRecord, case_dir: Path | None) -> None:
+    """Move an error's cut text out of the record into the case folder's error.txt: kept
+    once, in one file, never copied into every record and report."""
+    error = record.get("error")
+    if not error or "full_text" not in error:
+        return
+    text = error.pop("full_text")
+    if case_dir is None:
+        return
+    try:
+        write_text_atomic(case_dir / ERROR_TEXT, text)
+    except OSError:
+        return
+    error["full_text_file"] = ERROR_TEXT
 
 
 def mark_errored(record: CaseRecord, exc: BaseException, *, kind: str) -> None:

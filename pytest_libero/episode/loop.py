@@ -31,6 +31,7 @@ from pytest_libero.policy.contract import (
 )
 from pytest_libero.protocol.budgets import Budget, StopRule
 from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, PolicyTransportError
+from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
 
 
 class EpisodeListener(Protocol):
@@ -161,14 +162,29 @@ class EpisodeResult:
         )
 
 
+TRACEBACK_LIMIT = 4 * MESSAGE_LIMIT
+"""Characters of a traceback a record keeps (its last ones: where it was raised)."""
+
+
 def error_record(exc: BaseException, kind: str | None = None) -> ErrorRecord:
-    return {
+    """The record of ``exc``, its texts cut to bounded lengths; when anything was cut,
+    ``full_text`` holds all of it (the server's own text too) until the case writes it to
+    its folder's error.txt (``episode.case``)."""
+    message = str(exc) or type(exc).__name__
+    trace = "".join(traceback.format_exception(exc))
+    record: ErrorRecord = {
         "kind": str(kind or getattr(exc, "kind", "error")),
         "cause": str(getattr(exc, "cause", type(exc).__name__)),
         "type": type(exc).__name__,
-        "message": str(exc) or type(exc).__name__,
-        "traceback": "".join(traceback.format_exception(exc)),
+        "message": clipped(message),
+        "traceback": trace if len(trace) <= TRACEBACK_LIMIT
+        else f"[{len(trace) - TRACEBACK_LIMIT} characters cut]...{trace[-TRACEBACK_LIMIT:]}",
     }
+    server_text = str(getattr(exc, "traceback", "") or "")
+    if len(message) > MESSAGE_LIMIT or len(trace) > TRACEBACK_LIMIT or len(server_text) > MESSAGE_LIMIT:
+        record["full_text"] = trace + (f"\n--- the server's text ---\n{server_text}\n"
+                                       if server_text else "")
+    return record
 
 
 def run_episode(

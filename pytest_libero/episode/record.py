@@ -87,7 +87,13 @@ class ErrorRecord(TypedDict):
     cause: str
     type: str
     message: str
+    """Cut to 2,000 characters (the whole text: ``full_text_file``)."""
     traceback: str
+    """Its last 8,000 characters when longer."""
+    full_text: NotRequired[str]
+    """Only between the error and the case's folder: everything that was cut."""
+    full_text_file: NotRequired[str]
+    """When a text was cut: the case folder's file that holds all of it (error.txt)."""
 
 
 class CaseRecord(TypedDict):
@@ -160,14 +166,59 @@ def short_chunk_note(reply_horizon: int | None, replan_interval: int, *, served:
             f"{replan_interval}")
 
 
-def record_from_json(data: Any) -> CaseRecord:
-    """A record read back from JSON (results.jsonl, a report's user property).
+_NUMBER = (int, float)
+_REQUIRED: dict[str, tuple[type, ...]] = {"case": (str,), "entry": (dict,), "outcome": (str,)}
+"""Fields every reader needs, with their JSON types."""
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "counters": (dict,), "chunks": (list,), "budget": (dict,),
+    "error": (dict, type(None)), "summary": (str,), "identity": (dict,),
+    "policy_metadata": (dict,), "timings": (dict,), "started_at": _NUMBER,
+    "termination": (str, type(None)), "truncation": (str, type(None)), "profile": (str,),
+    "track": (str,), "evidence_dir": (str,), "evidence": (dict, type(None)),
+    "safety": (dict,), "perturbation": (dict,), "clipping": (dict,),
+    "reply_horizon": (int, type(None)), "state_fed": (str,), "nodeid": (str,),
+}
+_COUNTERS = ("policy_calls", "decisions", "executed_controls")
 
-    Refuses what is not a case record at all; the fields are trusted as written, since
-    only this package writes them.
+
+def record_problem(data: Any) -> str | None:
+    """Why ``data`` is not a case record every reader can use, or None.
+
+    Every command reads records through :func:`record_from_json`, so a record damaged by
+    hand (a number where a case id belongs, no outcome) is refused here, naming the
+    field, before any command trusts it or writes anything from it.
     """
-    if not isinstance(data, dict) or "case" not in data:
-        raise ValueError(f"not a pytest-libero case record: {str(data)[:200]}")
+    if not isinstance(data, dict):
+        return f"a {type(data).__name__}, not a record"
+    for name, types in _REQUIRED.items():
+        if name not in data:
+            return f"no {name!r}"
+        if not isinstance(data[name], types) or isinstance(data[name], bool):
+            return f"{name!r} is a {type(data[name]).__name__}"
+    for name, types in _OPTIONAL.items():
+        if name in data and (not isinstance(data[name], types) or isinstance(data[name], bool)):
+            return f"{name!r} is a {type(data[name]).__name__}"
+    if data["outcome"] not in ("success", "failure", "errored"):
+        return f"'outcome' is {str(data['outcome'])[:40]!r} (success, failure or errored)"
+    if data["outcome"] == "errored" and not isinstance(data.get("error"), dict):
+        return "an errored record without its 'error'"
+    entry = data["entry"]
+    if not isinstance(entry.get("suite"), str) or type(entry.get("index", 0)) is not int:
+        return "'entry' lacks its suite (text), or its index is not an integer"
+    for counter in _COUNTERS:
+        if type(data.get("counters", {}).get(counter, 0)) is not int:
+            return f"'counters.{counter}' is not an integer"
+    return None
+
+
+def record_from_json(data: Any) -> CaseRecord:
+    """A record read back from JSON (results.jsonl, a report's user property), its types
+    checked (:func:`record_problem`); ValueError naming the field otherwise."""
+    problem = record_problem(data)
+    if problem is not None:
+        case = data.get("case") if isinstance(data, dict) else None
+        where = f"the record of {str(case)[:60]!r}" if isinstance(case, str) else "a record"
+        raise ValueError(f"{where} is not a pytest-libero case record: {problem}")
     return cast(CaseRecord, data)
 
 

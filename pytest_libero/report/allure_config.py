@@ -99,10 +99,14 @@ def find_allure(environ: Mapping[str, str], cwd: Path) -> list[str] | None:
     search_path = environ.get("PATH", os.defpath)
     explicit = environ.get(ALLURE_ENV)
     if explicit:
-        if not Path(explicit).is_file():
-            raise SetupError(f"{ALLURE_ENV}={explicit}: no such file; point it at Allure 3's "
+        path = Path(explicit)
+        problem = ("is a folder" if path.is_dir() else "no such file" if not path.is_file()
+                   else "is not executable" if path.suffix not in {".js", ".mjs", ".cjs"}
+                   and not os.access(path, os.X_OK) else None)
+        if problem is not None:
+            raise SetupError(f"{ALLURE_ENV}={explicit[:200]}: {problem}; point it at Allure 3's "
                              "allure executable or its cli.js, or unset it")
-        command = _command(Path(explicit), search_path)
+        command = _command(path, search_path)
         version = _version(command)
         if not version.startswith("3."):
             raise SetupError(

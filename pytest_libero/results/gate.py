@@ -89,6 +89,12 @@ def regression_gate(
         case for case in baseline.keys() & current.keys()
         if baseline[case]["outcome"] in COMPLETED and current[case]["outcome"] in COMPLETED
     )
+    if not paired:  # nothing compared is no evidence of "not worse"
+        shared = len(baseline.keys() & current.keys())
+        return Verdict(False, [
+            f"baseline gate FAILED: no paired cases (the runs share {shared} case id(s), none "
+            "completed in both); the gate cannot say this run is not worse. Compare runs of "
+            "the same selection"])
     lost = [c for c in paired if baseline[c]["outcome"] == "success" and current[c]["outcome"] == "failure"]
     gained = [c for c in paired if baseline[c]["outcome"] == "failure" and current[c]["outcome"] == "success"]
     p = mcnemar_worse_p(len(lost), len(gained))

@@ -74,6 +74,10 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     if missing:
         raise SetupError(f"{where}: run.json lacks {', '.join(missing)}; it was not written "
                          "by pytest-libero, or it is damaged")
+    wrong = _wrong_types(run) if plan else None
+    if wrong:
+        raise SetupError(f"{where}: run.json's {wrong}; it was not written by pytest-libero, "
+                         "or it is damaged")
     schema = record_schema(run)
     if schema not in READABLE_SCHEMAS:
         raise SetupError(f"{where}: its records are {schema}, which this pytest-libero does not "
@@ -81,6 +85,20 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
                          "wrote the folder")
     checked: dict[str, Any] = run
     return checked
+
+
+def _wrong_types(run: dict[str, Any]) -> str | None:
+    """The first run.json field that merging or resuming reads with the wrong type."""
+    plan = run["plan"]
+    cases = plan["selection_cases"]
+    if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+        return "plan.selection_cases is not a list of case ids"
+    profile = plan["profile"]
+    if not isinstance(profile, dict) or not isinstance(profile.get("name"), str):
+        return "plan.profile has no name"
+    if not isinstance(run["protocol_identity"], str):
+        return "protocol_identity is not text"
+    return None
 
 
 def record_schema(run: dict[str, Any]) -> str:
@@ -103,6 +121,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
         if difference:
             raise SetupError(f"cannot merge {folder} with {folders[0]}: {difference}")
     selected: list[str] = list(first["plan"]["selection_cases"])
+    chosen = set(selected)
     records: dict[str, CaseRecord] = {}
     origin: dict[str, Path] = {}
     for folder in folders:
@@ -113,6 +132,9 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
                     f"case {case} appears in both {origin[case]} and {folder}; "
                     "a merge never chooses between two episodes of one case"
                 )
+            if case not in chosen:
+                raise SetupError(f"{folder}: results.jsonl holds {case[:60]!r}, a case its "
+                                 "run.json did not select; the folder is damaged")
             records[case] = record
             origin[case] = folder
     if out is None:
