@@ -210,3 +210,12 @@ def test_verify_flags_records_without_a_fingerprint() -> None:
     assert judged(verified(), other_backend).status == NOT_VERIFIABLE
     assert "renderer differs (run: not recorded, rendered with MUJOCO_GL=osmesa" in judged(
         verified(), other_backend).reason
+
+
+def test_the_allure_environment_names_the_renderer() -> None:
+    from pytest_libero.report.allure import environment_items
+
+    items = dict(environment_items({"renderer": NVIDIA}))
+    assert items["renderer"].startswith("NVIDIA H200/PCIe/SSE2, 4.6.0 NVIDIA 550.54.15 via egl")
+    assert "not one this package has measured" in items["renderer"]
+    assert "renderer" not in dict(environment_items({}))  # a run from before fingerprints
