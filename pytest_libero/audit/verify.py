@@ -174,7 +174,7 @@ def verify_run(
     refused = simulator_difference(run)
     backend = backend_difference(run)
     started = time.time()
-    here = measure_in_child() if not refused else not_measured("not measured: " + str(refused))
+    here = not_measured("verify re-executes nothing here") if refused else measure_in_child()
     verdicts: list[Verdict] = []
 
     def one(record: CaseRecord) -> Verdict:
@@ -188,7 +188,8 @@ def verify_run(
             f"({len(verdicts)}/{len(chosen)})")
         return verdict
 
-    say(f"renderer here: {describe(here)} ({standing(here)})")
+    if not refused:
+        say(f"renderer here: {describe(here)} ({standing(here)})")
     for use in renderer_uses(chosen):
         if use.renderer is None and backend:
             say(f"note: {backend} for {use.text()}; images are not compared, encoders, "

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.adapters.libero import prepare_simulator_environment
+from pytest_libero.adapters.libero import headless_rendering, prepare_simulator_environment
 from pytest_libero.data import data_path
 from pytest_libero.files import tail_of
 from pytest_libero.protocol.hashing import array_sha256, canonical_json, sha256_bytes
@@ -166,18 +166,17 @@ def measure() -> dict[str, Any]:
     gives ``sha256`` None and the ``error``. ``seconds`` is the rendering's cost once the
     simulator is imported, ``import_s`` what importing it took here (0 where it was)."""
     started = time.perf_counter()
-    backend = os.environ.get("MUJOCO_GL", "egl")
     try:
         _import_simulator()
         imported = time.perf_counter()
         images, strings = render_reference()
     except Exception as exc:  # noqa: BLE001 - any GL or import failure is the answer
-        return not_measured(f"{type(exc).__name__}: {exc}", backend)
+        return not_measured(f"{type(exc).__name__}: {exc}")
     cameras = {camera: array_sha256(image) for camera, image in images.items()}
     return {
         "frame": REFERENCE_FRAME,
         "sha256": sha256_bytes(canonical_json({"frame": REFERENCE_FRAME, "cameras": cameras})),
-        "backend": os.environ.get("MUJOCO_GL", backend),
+        "backend": headless_rendering(os.environ)["MUJOCO_GL"],
         **strings,
         "cameras": cameras,
         "seconds": round(time.perf_counter() - imported, 3),
@@ -185,10 +184,10 @@ def measure() -> dict[str, Any]:
     }
 
 
-def not_measured(error: str, backend: str | None = None) -> dict[str, Any]:
+def not_measured(error: str) -> dict[str, Any]:
     """The fingerprint of a stack whose reference frame could not be rendered."""
     return {"frame": REFERENCE_FRAME, "sha256": None,
-            "backend": backend or os.environ.get("MUJOCO_GL", "egl"),
+            "backend": headless_rendering(os.environ)["MUJOCO_GL"],
             "vendor": None, "renderer": None, "version": None, "error": error}
 
 
