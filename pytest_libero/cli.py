@@ -25,6 +25,7 @@ from pytest_libero.report.terminal import summary_lines
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.gate import evaluate_gates, load_baseline
 from pytest_libero.results.merge import load_run, merge_runs
+from pytest_libero.results.renderers import joined, renderer_uses
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,8 +119,10 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # The baseline is checked before anything is written: a refusal leaves no folder.
         first = load_run(args.folders[0]) if args.baseline is not None else {}
         extra = {k: first[k] for k in ("ood_identity", "perturb_identity") if first.get(k)}
+        against = (joined(*(renderer_uses(read_results(f), where=str(f)) for f in args.folders))
+                   if args.baseline is not None else None)
         baseline = (load_baseline(args.baseline, first["protocol_identity"], "--baseline",
-                                  extra=extra)
+                                  extra=extra, against=against)
                     if args.baseline is not None else None)
         merged = merge_runs(args.folders, args.out)
         summary = json.loads((merged / "summary.json").read_text())

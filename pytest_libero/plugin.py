@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from pytest_libero.config.workers import (
     prefer_worksteal,
 )
 from pytest_libero.episode.case import run_case_with_evidence
+from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.isolation import SimulatorHost
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
@@ -55,12 +57,14 @@ from pytest_libero.report.terminal import TerminalSummary
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.merge import load_run, run_difference
 from pytest_libero.results.recorder import Recorder, run_identity
+from pytest_libero.results.renderers import conflict, joined, renderer_uses, session_use
 
 PLAN_KEY = pytest.StashKey[RunPlan]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
 RUN_DIR_KEY = pytest.StashKey[Path]()
 HOST_KEY = pytest.StashKey[SimulatorHost]()
 NEXT_ENTRY_KEY = pytest.StashKey[Entry | None]()
+RENDERER_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -113,6 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
             if _served(plan) and plan.profile.launch is None:
                 server = preflight(plan.profile, on_wait=_tell_waiting(plan))  # before any run folder
                 _tell_reply_horizon(plan, server)
+            plan = replace(plan, renderer=_measure_renderer(config, plan))
             recorder = start_recorder(config, plan, server)
             plan = recorder.plan
         else:
@@ -140,6 +145,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(controller, "libero-xdist")
 
 
+def _measure_renderer(config: pytest.Config, plan: RunPlan) -> dict[str, Any]:
+    """The controller's fingerprint (run.json's ``renderer``): measured where this
+    process's cases will render, or apart when xdist workers run them (each worker
+    measures its own at its first case)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no":
+        return measure_apart()
+    return measure_for_cases(isolation(config), plan.entries[0] if plan.entries else None)
+
+
+def _case_plan(config: pytest.Config, plan: RunPlan, entry: Entry) -> RunPlan:
+    """The plan with this process's renderer, measured once (an xdist worker measures
+    at its first case, with that case's scene warming its case processes' server)."""
+    if plan.renderer is not None:
+        return plan
+    renderer = config.stash.get(RENDERER_KEY, None)
+    if renderer is None:
+        renderer = config.stash[RENDERER_KEY] = measure_for_cases(isolation(config), entry)
+    return replace(plan, renderer=renderer)
+
+
 def _collect_conformance(config: pytest.Config) -> None:
     """Without test paths on the command line, the shipped conformance suite runs."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -161,7 +186,13 @@ def start_recorder(config: pytest.Config, plan: RunPlan,
         difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
         if difference:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {difference}")
-        finished = {r["case"] for r in read_results(Path(resume))}
+        done = read_results(Path(resume))
+        mixed = conflict(joined(renderer_uses(done, where="that run"), [session_use(plan.renderer)]))
+        if mixed:
+            raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {mixed}. "
+                             "A run's cases must all be rendered by one renderer; finish it "
+                             "where it started, or start a new run")
+        finished = {r["case"] for r in done}
         plan = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
         return Recorder.resume(plan, Path(resume), gates(config), server)
     root = Path(option_value(config, "results"))
@@ -317,6 +348,7 @@ def libero_case(
             if isolation(request.config) == "process":
                 _host(request.config).discard_prepared()
             pytest.skip(f"not attempted: {gone}")
+    libero_plan = _case_plan(request.config, libero_plan, libero_entry)
     cap = libero_plan.budget_for(libero_entry).control_cap
     with live_progress.case_progress(request.config, libero_entry.case_id, cap) as progress:
         if isolation(request.config) == "process":

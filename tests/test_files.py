@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ def test_a_torn_last_line_is_ignored_and_any_other_bad_line_is_an_error(tmp_path
 
 
 def test_damaged_results_are_a_setup_error_naming_the_line(tmp_path: Path) -> None:
-    (tmp_path / "results.jsonl").write_text('{"case": "a", "outcome": "success"}\n{oops}\n\n')
+    good = '{"case": "a", "outcome": "success", "entry": {"suite": "libero_10"}}'
+    (tmp_path / "results.jsonl").write_text(good + '\n{oops}\n\n')
     with pytest.raises(SetupError, match=r"results\.jsonl:2: .*damaged beyond a torn last line"):
         read_results(tmp_path)
 
@@ -43,10 +45,11 @@ def test_tails() -> None:
 
 def test_resuming_after_a_torn_line_keeps_every_record_and_the_fragment(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text("{}")
-    first = {"case": "libero_10-00", "outcome": "failure"}
+    first = {"case": "libero_10-00", "outcome": "failure", "entry": {"suite": "libero_10"}}
     (tmp_path / "results.jsonl").write_text(json.dumps(first) + '\n{"case": "libero_10-0')
     folder = RunFolder(tmp_path, resume=True)
-    folder.append_result({"case": "libero_10-01", "outcome": "success"})  # type: ignore[typeddict-item]
+    second: Any = {"case": "libero_10-01", "outcome": "success", "entry": {"suite": "libero_10"}}
+    folder.append_result(second)
     folder.close()
     assert [r["case"] for r in read_results(tmp_path)] == ["libero_10-00", "libero_10-01"]
     assert (tmp_path / "results.jsonl.torn-1").read_text() == '{"case": "libero_10-0'

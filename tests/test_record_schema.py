@@ -18,6 +18,7 @@ from synthetic import synthetic_record
 
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.episode.record import READABLE_SCHEMAS, RECORD_SCHEMA
+from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.gate import load_baseline
 from pytest_libero.results.merge import merge_runs
@@ -61,7 +62,10 @@ def written_as(folder: Path, schema: str, cases: list[str] | None = None) -> Pat
     assert run["record_schema"] == RECORD_SCHEMA
     run["record_schema"] = schema
     (folder / "run.json").write_text(json.dumps(run))
-    lines = [json.dumps(record(case, schema)) for case in cases or run["plan"]["cases"]]
+    records = [record(case, schema) for case in cases or run["plan"]["cases"]]
+    for made in records:  # rendered where the folder was made, as a real case is
+        made.setdefault("identity", {})["renderer"] = renderer_identity(run["renderer"])
+    lines = [json.dumps(made) for made in records]
     (folder / "results.jsonl").write_text("".join(line + "\n" for line in lines))
     return folder
 

@@ -60,6 +60,14 @@ def test_every_file_of_the_run_folder(pytester: pytest.Pytester) -> None:
                                  "errored": 0, "unattempted": 0}
     case = run / "cases" / "libero_object-00"
     assert json.loads((case / "episode.json").read_text())["counters"] == record["counters"]
+    # The renderer that drew the images, beside the protocol identity; every file hashed.
+    renderer = identity["renderer"]
+    assert len(renderer["sha256"]) == 64 and renderer["vendor"] and renderer["version"]
+    assert record["identity"]["renderer"]["sha256"] == renderer["sha256"]
+    assert json.loads((case / "episode.json").read_text())["identity"] == record["identity"]
+    assert set(record["evidence"]["files"]) == {
+        "observations.jsonl", "actions.jsonl", "episode.mp4", "safety.npz",
+        "observations.agentview.mkv", "observations.robot0_eye_in_hand.mkv"}
     for name in ("observations.jsonl", "actions.jsonl", "episode.mp4",
                  "observations.agentview.mkv", "observations.robot0_eye_in_hand.mkv"):
         assert (case / name).stat().st_size > 0, name

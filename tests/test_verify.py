@@ -151,16 +151,33 @@ def test_missing_files_and_another_simulator_are_not_verifiable(recorded: Path, 
     assert "robosuite 1.4.1 (run) vs 1.4.0 (installed)" in verdicts["cases"][0]["reason"]
 
 
-def test_another_backend_checks_what_rendering_does_not_touch(recorded: Path, tmp_path: Path) -> None:
+def test_a_run_from_before_fingerprints_on_another_backend_is_not_verifiable(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """Without a fingerprint only the GL backend tells renderers apart: another one is
+    another renderer, so the images are not compared and the case is not verifiable;
+    what rendering does not touch is still re-executed."""
     run = copy_of(recorded, tmp_path)
     run_json = json.loads((run / "run.json").read_text())
     run_json["render"]["backend"] = "osmesa"
+    del run_json["renderer"]
     (run / "run.json").write_text(json.dumps(run_json))
+
+    def forget(record: dict[str, Any]) -> dict[str, Any]:
+        del record["identity"]["renderer"]
+        return record
+
+    for i in range(2):
+        rewrite_line(run / "results.jsonl", i, forget)
     code, output, verdicts = verify(run, "--case", "libero_10-00")
-    assert code == 0, output
+    assert code == 1, output
     assert "MUJOCO_GL=osmesa (run) vs egl here" in output
     assert verdicts["images_compared"] is False
-    assert "images not compared" in verdicts["cases"][0]["reason"]
+    [case] = verdicts["cases"]
+    assert case["status"] == "not_verifiable"
+    assert case["reason"].startswith("renderer differs (run: not recorded, rendered with "
+                                     "MUJOCO_GL=osmesa (run) vs egl here; here: ")
+    assert "images not compared, the rest re-executed: 3 deliveries" in case["reason"]
 
 
 def test_merged_full_mode_shards_at_replayable_evidence_verify(tmp_path: Path) -> None:

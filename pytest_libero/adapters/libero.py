@@ -15,8 +15,6 @@ seeds 7 and makes the ``state`` native resets the loop makes before that episode
 
 from __future__ import annotations
 
-import logging
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -49,19 +47,8 @@ from pytest_libero.protocol.parameters import (
     SETTLE_ACTION,
     SETTLE_CONTROLS,
 )
-from pytest_libero.protocol.rendering import headless_rendering
+from pytest_libero.protocol.rendering import prepare_simulator_environment
 from pytest_libero.safety.signals import Signals
-
-
-def prepare_simulator_environment() -> None:
-    """Pick the headless renderer and quiet robosuite's import-time macro warning.
-
-    Must run before robosuite or mujoco is imported; the operator's own
-    MUJOCO_GL / PYOPENGL_PLATFORM win if set.
-    """
-    for name, value in headless_rendering(os.environ).items():
-        os.environ.setdefault(name, value)
-    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
 
 
 class RenderGate:

@@ -1,8 +1,8 @@
 """Compare a re-executed episode with its record: the first difference, both values.
 
-Images are compared only when the run and the check render with the same GL backend
-(Mesa on a CPU and a GPU's EGL differ in the last bits). Encoders do not depend on
-rendering: equal hashes on one machine; across CPU kinds they agree to about 1e-15,
+Images are compared only when the run and the check render with the same renderer
+(``rendering``: Mesa on a CPU and a GPU's EGL differ in the last bits). Encoders do not
+depend on rendering: equal hashes on one machine; across CPU kinds they agree to about 1e-15,
 so where the record kept their values (evidence level full) a difference up to
 ``ENCODER_TOLERANCE`` is accepted and noted.
 """
@@ -88,7 +88,7 @@ def compare(
     reason = f"{len(recorded)} deliveries and {replay.executed_controls} controls re-executed"
     reason += ", outcome " + (native if record["outcome"] != "errored" else "errored (prefix only)")
     if not images:
-        reason += "; images not compared (another GL backend)"
+        reason += "; images not compared"
     if notes:
         checked["tolerance_notes"] = notes
     return Verdict(case, VERIFIED, reason, None, checked)

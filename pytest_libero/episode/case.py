@@ -27,6 +27,7 @@ from pytest_libero.episode.loop import (
 )
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
+from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
 from pytest_libero.protocol.errors import EpisodeError
@@ -74,7 +75,7 @@ def run_case_with_evidence(
             phase("evidence")
         t0 = time.perf_counter()
         try:
-            record["evidence"] = evidence.close()
+            record["evidence"] = evidence.close(also=(SIGNALS_NAME,))
         except (EvidenceError, OSError) as exc:
             record["evidence"] = getattr(exc, "summary", None)
             if record["outcome"] != "errored":
@@ -280,6 +281,8 @@ def _assemble(
         "egl_device": os.environ.get("MUJOCO_EGL_DEVICE_ID"),
         "pid": os.getpid(),
     }
+    if plan.renderer is not None:  # the GL stack that rendered (or would have) its images
+        record["identity"] = {**identity, "renderer": renderer_identity(plan.renderer)}
     if "perturbation" in identity:  # what the adapter drew and applied (docs/perturbations.md)
         record["perturbation"] = identity["perturbation"]
     horizons = [chunk["horizon"] for chunk in result.chunks if chunk["horizon"]]

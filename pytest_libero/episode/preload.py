@@ -17,8 +17,8 @@ import os
 import warnings
 from contextlib import suppress
 
-from pytest_libero.adapters.libero import prepare_simulator_environment
 from pytest_libero.episode.isolation import WARM_SCENE
+from pytest_libero.protocol.rendering import prepare_simulator_environment
 
 
 def _compile_scene(bddl_file: str, init_states_file: str) -> None:

@@ -40,7 +40,7 @@ import json
 import os
 import subprocess
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -191,9 +191,11 @@ class CaseEvidence:
 
     # -- closing ---------------------------------------------------------------------
 
-    def close(self) -> dict[str, Any]:
+    def close(self, also: Sequence[str] = ()) -> dict[str, Any]:
         """Finish every file and return the case's evidence summary (JSON-ready).
 
+        ``also`` names files others wrote into the case folder (the safety signals):
+        those present are hashed with the rest, so verify checks every evidence file.
         Raises EvidenceError, after finishing everything else, when a stream failed;
         the error carries the summary of what was kept.
         """
@@ -220,14 +222,14 @@ class CaseEvidence:
             errors = [e for w in self._writers() if (e := w.close()) is not None]
             kill_all(self._procs)
         self._finalizer.detach()
-        self._summary = self._describe(errors)
+        self._summary = self._describe(errors, also)
         if errors:
             self._close_error = EvidenceError("\n".join(errors), self._summary)
             raise self._close_error
         return self._summary
 
-    def _describe(self, errors: list[str]) -> dict[str, Any]:
-        names = [INDEX_NAME, ACTIONS_NAME, *(stream_name(c) for c in self._streams)]
+    def _describe(self, errors: list[str], also: Sequence[str] = ()) -> dict[str, Any]:
+        names = [INDEX_NAME, ACTIONS_NAME, *(stream_name(c) for c in self._streams), *also]
         files = {}
         for name in sorted(names + ([VIDEO_NAME] if self._video is not None else [])):
             path = self.folder / name

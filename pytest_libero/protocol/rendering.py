@@ -8,6 +8,8 @@ depends on the simulator adapter.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 
 
@@ -19,3 +21,14 @@ def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
     if backend == "egl" or "PYOPENGL_PLATFORM" in environ:
         chosen["PYOPENGL_PLATFORM"] = environ.get("PYOPENGL_PLATFORM", "egl")
     return chosen
+
+
+def prepare_simulator_environment() -> None:
+    """Pick the headless renderer and quiet robosuite's import-time macro warning.
+
+    Must run before robosuite or mujoco is imported; the operator's own
+    MUJOCO_GL / PYOPENGL_PLATFORM win if set.
+    """
+    for name, value in headless_rendering(os.environ).items():
+        os.environ.setdefault(name, value)
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)

@@ -41,6 +41,7 @@ import pytest
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import Entry, GeneratedPerturbation, OodSource
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.renderer import describe, standing
 from pytest_libero.files import write_text_atomic
 from pytest_libero.results.summary import safety_class, safety_verdict
 
@@ -190,6 +191,8 @@ def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key in ("track", "budget_mode", "max_policy_calls", "replan_interval", "mode"):
         if plan.get(key) is not None:
             items.append((f"plan.{key}", str(plan[key])))
+    if isinstance(run.get("renderer"), Mapping):  # absent before renderer fingerprints
+        items.append(("renderer", f"{describe(run['renderer'])} ({standing(run['renderer'])})"))
     if plan.get("partial"):
         items.append(("plan.partial", "; ".join(map(str, plan["partial"]))
                       + " (not a full result; not comparable with published figures)"))

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import pytest
 
-from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord, record_from_json
+from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord
 from pytest_libero.policy.contract import Observation, Reply
 
 if TYPE_CHECKING:
@@ -372,7 +372,8 @@ class FinishedLines:
         seconds = self.seconds.pop(report.nodeid)
         for name, value in report.user_properties:
             if name == RECORD_PROPERTY:
-                self._write(finished_line(record_from_json(json.loads(str(value))), seconds))
+                # A display line: it reads the two keys it shows, not the whole record.
+                self._write(finished_line(json.loads(str(value)), seconds))
 
     def _write(self, line: str) -> None:
         reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin(

@@ -42,6 +42,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"profile {summary.get('profile')}{label}",
         ", ".join(f"{counts[k]} {k}" for k in counts),
     ]
+    lines += renderer_lines(summary.get("renderer"))
     robustness = summary.get("robustness")
     ood_suites = set((robustness or {}).get("suites") or {})
     if summary.get("mode") == "full":
@@ -67,6 +68,23 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
     return lines
+
+
+def renderer_lines(block: dict[str, Any] | None) -> list[str]:
+    """Which renderer drew the run's images and whether the package knows it; every
+    renderer, loudly, when the run's workers rendered differently."""
+    used: list[dict[str, Any]] = list((block or {}).get("used") or [])
+    if not used:
+        return []
+    if len(used) > 1:
+        return [f"RENDERERS DIFFER: this run's images come from {len(used)} renderers, so its "
+                "cases are not comparable image for image; merge and baselines refuse it"] + [
+            f"  {u['description']} ({', '.join(u['workers']) or 'no worker'}: "
+            f"{u['cases']} case{'s' if u['cases'] != 1 else ''})" for u in used]
+    if used[0]["renderer"] is None:
+        return ["renderer: not recorded (a run written before renderer fingerprints); it "
+                "matches no recorded renderer"]
+    return [f"renderer: {used[0]['description']} ({used[0]['standing']})"]
 
 
 def robustness_lines(robustness: dict[str, Any]) -> list[str]:

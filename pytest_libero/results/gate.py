@@ -9,7 +9,7 @@ out of all flips is a binomial tail with p = 1/2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from pytest_libero.results.folder import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.merge import load_run
 from pytest_libero.results.rates import COMPLETED
+from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
 from pytest_libero.results.summary import SAFETY_CLASSES
 
 
@@ -135,17 +136,26 @@ def evaluate_gates(
     if min_safe_success is not None:
         verdicts.append(min_safe_success_gate(summary, min_safe_success))
     if baseline is not None:
-        verdicts.append(regression_gate(baseline, records, alpha))
+        mixed = conflict(joined(renderer_uses(baseline.values(), where="the baseline"),
+                                renderer_uses(records.values(), where="this run")))
+        if mixed:
+            verdicts.append(Verdict(False, [f"baseline gate FAILED: {mixed}; success rates "
+                                            "over images of different renderers are not "
+                                            "compared"]))
+        else:
+            verdicts.append(regression_gate(baseline, records, alpha))
     return verdicts
 
 
 def load_baseline(
     run_dir: Path, expected: str, option: str = "--libero-baseline",
     extra: Mapping[str, str] | None = None,
+    against: Sequence[RendererUse] | None = None,
 ) -> dict[str, CaseRecord]:
     """Records of an earlier run, refused unless it ran the same protocol (and mode) and,
     for each identity beside it that both runs carry (``ood_identity``,
-    ``perturb_identity``), the same one."""
+    ``perturb_identity``), the same one; and, given ``against`` (the renderers of the run
+    it will judge), unless its images come from that one renderer."""
     run = load_run(run_dir, option, plan=False)
     pairs = [(run["protocol_identity"], expected)]
     pairs += [(run.get(key), mine) for key, mine in (extra or {}).items()]
@@ -155,4 +165,12 @@ def load_baseline(
                 f"{option}={run_dir} ran protocol {identity}, this run is "
                 f"{mine}; results of different protocols cannot be compared"
             )
-    return {r["case"]: r for r in read_results(run_dir)}
+    records = {r["case"]: r for r in read_results(run_dir)}
+    if against is not None:
+        mixed = conflict(joined(renderer_uses(records.values(), where=f"{option}={run_dir}"),
+                                against))
+        if mixed:
+            raise SetupError(f"{option}={run_dir} cannot judge this run: {mixed}. Success "
+                             "rates over images of different renderers are not compared; "
+                             "take a baseline rendered by the same renderer")
+    return records

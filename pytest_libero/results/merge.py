@@ -1,7 +1,8 @@
 """Merge result folders (shards, resumed or killed runs) into one, refusing mixtures.
 
 Folders merge only when they ran the same protocol identity, the same profile (by
-hash) and the same selection; a case present in two folders is refused rather than
+hash) and the same selection, and when every case's images come from one renderer
+(``results/renderers.py``); a case present in two folders is refused rather than
 silently picking one. A single folder "merges" too: that rebuilds the summary of a
 run that was killed before it could write one, with its missing cases unattempted.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from pytest_libero.episode.record import READABLE_SCHEMAS, CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import RunFolder, new_run_id, read_results
+from pytest_libero.results.renderers import conflict, joined, renderer_summary, renderer_uses
 from pytest_libero.results.summary import summarize
 
 _Key = Callable[[dict[str, Any]], Any]
@@ -120,12 +122,18 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
         difference = run_difference(run, first)
         if difference:
             raise SetupError(f"cannot merge {folder} with {folders[0]}: {difference}")
+    per_folder = [read_results(folder) for folder in folders]
+    mixed = conflict(joined(*(renderer_uses(found, where=str(folder))
+                              for folder, found in zip(folders, per_folder))))
+    if mixed:
+        raise SetupError(f"cannot merge {', '.join(map(str, folders))}: {mixed}. A merge "
+                         "never pools images of different renderers: keep these runs apart")
     selected: list[str] = list(first["plan"]["selection_cases"])
     chosen = set(selected)
     records: dict[str, CaseRecord] = {}
     origin: dict[str, Path] = {}
-    for folder in folders:
-        for record in read_results(folder):
+    for folder, found in zip(folders, per_folder):
+        for record in found:
             case = record["case"]
             if case in records:
                 raise SetupError(
@@ -161,6 +169,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             selection=first["plan"]["selection"],
             state_fed=first["plan"]["profile"].get("state_fed"),  # absent before it existed
         )
+        summary["renderer"] = renderer_summary(renderer_uses(records.values(), first), first)
         target.write_json("summary.json", summary)
     finally:
         target.close()

@@ -37,6 +37,7 @@ from pytest_libero.results.folder import (
     run_id_of,
 )
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
+from pytest_libero.results.renderers import renderer_summary, renderer_uses, session_use
 from pytest_libero.results.summary import summarize
 from pytest_libero.safety.verdict import monitor_identity
 
@@ -99,7 +100,8 @@ class Recorder:
              "cases": [e.case_id for e in plan.entries],
              "interrupted_evidence": kept,
              "record_schema": RECORD_SCHEMA,
-             **({"policy_server": server} if server is not None else {})}
+             **({"policy_server": server} if server is not None else {}),
+             **({"renderer": plan.renderer} if plan.renderer is not None else {})}
         )
         folder.write_json("run.json", run)
         return recorder
@@ -117,7 +119,7 @@ class Recorder:
                 self._write(partial(self.folder.append_result, record), "results.jsonl")
 
     def summary(self) -> dict[str, Any]:
-        return summarize(
+        summary = summarize(
             [e.case_id for e in self.plan.owned],
             self.records,
             run_id=run_id_of(self.folder.path),
@@ -130,6 +132,10 @@ class Recorder:
             selection=self.plan.selection.as_dict(),
             state_fed=self.plan.profile.state_fed,
         )
+        session = {"renderer": self.plan.renderer}
+        summary["renderer"] = renderer_summary(
+            renderer_uses(self.records.values(), session), session)
+        return summary
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -153,7 +159,9 @@ class Recorder:
 def _baseline(plan: RunPlan, gates: Gates) -> dict[str, CaseRecord] | None:
     if gates.baseline is None:
         return None
-    return load_baseline(gates.baseline, plan.identity, extra=plan.extra_identities)
+    against = None if plan.renderer is None else [session_use(plan.renderer)]
+    return load_baseline(gates.baseline, plan.identity, extra=plan.extra_identities,
+                         against=against)
 
 
 def _set_aside(case_dir: Path) -> Path | None:
@@ -189,6 +197,7 @@ def run_identity(plan: RunPlan, run_id: str) -> dict[str, Any]:
         "protocol_identity": plan.identity,
         **plan.extra_identities,
         "record_schema": RECORD_SCHEMA,
+        **({"renderer": plan.renderer} if plan.renderer is not None else {}),
         "safety_monitor": monitor_identity(),
         "plan": plan.as_dict(),
         "host": {
