@@ -37,7 +37,7 @@ from pytest_libero.config.workers import (
     prefer_worksteal,
 )
 from pytest_libero.episode.case import run_case_with_evidence
-from pytest_libero.episode.isolation import SimulatorHost
+from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
     UNATTEMPTED_PROPERTY,
