@@ -66,3 +66,17 @@ def test_a_case_keeps_its_environment_for_a_continuing_or_waiting_next_case() ->
     assert kept.held_after(FULL["libero_10-00-s0~camera1"], here) == here
     assert kept.held_after(FULL["libero_10-01-s0~camera1"], here) is None
     assert kept.held_after(FULL["libero_10-00-s1"], here) == Place("libero_10-00", 1)
+
+
+def test_the_adapter_refuses_to_continue_where_the_rule_never_would() -> None:
+    from pytest_libero.adapters.libero import KeptEnvironment
+    from pytest_libero.protocol.errors import EnvironmentFault
+
+    s1 = FULL["libero_10-00-s1"]
+    held = KeptEnvironment(env=None, bddl_file=s1.bddl_file, horizon=531, resets=2,
+                           first_state=0, episodes=2)  # after s0 and s1
+    held.check(FULL["libero_10-00-s3"], 531)  # a later state: it serves
+    for case, horizon in (("libero_10-00-s1", 531), ("libero_10-00-s0", 531),
+                          ("libero_10-01-s3", 531), ("libero_10-00-s3", 600)):
+        with pytest.raises(EnvironmentFault, match="cannot serve it"):
+            held.check(FULL[case], horizon)

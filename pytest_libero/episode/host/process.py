@@ -30,6 +30,8 @@ EXIT_WAIT_S = 30.0
 
 
 class State(Enum):
+    """Where a case process is in its life (the diagram above); the value says it in words."""
+
     SETTING_UP = "setting up its case ahead of the case's turn"
     SET_UP = "set up, waiting for its case's turn"
     RUNNING = "running its case"
