@@ -12,7 +12,7 @@ interleaved (the order rotates every repeat):
   evidence and video on (lossless observation streams, actions, episode.mp4), with the
   plugin's default rendering and video stride (``--render`` / ``--video-stride`` pass
   --libero-render / --libero-video-stride). ``--isolation process`` runs it through
-  ``pytest_libero.episode.isolation.run_isolated`` (the plugin's default) instead of in-process.
+  ``pytest_libero.episode.host.run_isolated`` (the plugin's default) instead of in-process.
 * conventional: the loop public evaluators write (openpi's examples/libero/main.py):
   LIBERO's default observations (both cameras rendered after every control, the
   settling controls included), a fresh ``[::-1, ::-1]`` copy of both images every
@@ -187,7 +187,7 @@ def main() -> int:
             def ours() -> dict[str, Any]:
                 case_dir = work / f"case-{next(serial)}"
                 if args.isolation == "process":
-                    from pytest_libero.episode.isolation import run_isolated
+                    from pytest_libero.episode.host import run_isolated
 
                     t0 = time.perf_counter()
                     record = run_isolated(plan, case, case_dir, c.watchdog_for(plan))

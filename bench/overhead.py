@@ -24,7 +24,7 @@ With --breakdown, more variants show where the difference goes:
 * plugin-inproc: the plugin case with the in-process zero policy (no socket).
 * plugin-noevidence: ``run_case`` over the websocket without evidence or video.
 * plugin-isolated: the plugin's default --libero-isolation=process: the case in a
-  fresh forkserver child (``pytest_libero.episode.isolation.run_isolated``).
+  fresh forkserver child (``pytest_libero.episode.host.run_isolated``).
 
 "episode" is the control loop alone (the plugin's own ``timings.episode_s``); "whole"
 is the case end to end, env build, settling, evidence finishing and close included.
@@ -108,7 +108,7 @@ def main() -> int:
                 return {"whole_s": time.perf_counter() - t0, **c.record_figures(record)}
 
             def isolated() -> dict[str, Any]:
-                from pytest_libero.episode.isolation import run_isolated
+                from pytest_libero.episode.host import run_isolated
 
                 case_dir = work / f"case-{next(serial)}"
                 t0 = time.perf_counter()

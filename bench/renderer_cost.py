@@ -49,7 +49,7 @@ def main() -> int:
     parser.add_argument("--skip-scene", action="store_true", help="leave out the LIBERO scene")
     args = parser.parse_args()
     c.prepare_simulator()
-    from pytest_libero.episode.isolation import PRELOAD
+    from pytest_libero.episode.host.launch import PRELOAD
     from pytest_libero.evidence.renderer import describe, measure_in_child, same
 
     print(c.machine_note())

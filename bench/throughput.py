@@ -6,6 +6,7 @@ mode, whole runs.
     python bench/throughput.py --part episode --controls 80
     python bench/throughput.py --part full --states 4
     python bench/throughput.py --part whole          # ~25 min on two cores
+    python bench/throughput.py --part perturbed      # ~10 min on two cores
 
 Every variant runs in its own fresh Python process (so each pays its imports once, and
 a forkserver starts from nothing), one after another, interleaved: the order rotates
@@ -41,6 +42,14 @@ whole (issue target: plugin / conventional <= 0.75, also at -n 2): a whole run, 
   the five episodes one after another, each with its video. All four use the same
   zero server. The plugin variants also sample their process tree's memory (the
   worker with its forkserver, case processes and encoders; at -n 2 each worker's).
+perturbed (no target; the kept environment beside perturbed cases): full mode, whole
+  runs of ``--suite``/``--task`` at states 0..``--perturbed-states``-1, ``--whole-calls``
+  calls each. ``full``: without perturbations (the task's states continue in its kept
+  environment); ``full-perturbed``: the same with ``--libero-perturb`` (camera:1 unless
+  ``--perturb`` says otherwise) beside each state. The ratio is the perturbed run
+  against the run without plus what its perturbed cases cost on their own (their
+  set-up, control loop and evidence, from its records): 1 if nothing overlapped and
+  no twin lost its kept environment; set-up ahead brings it under 1.
 full (no target; the saving): full-mode cases of one task's states 0..S-1, few controls
   each: ``full-kept`` through one ``SimulatorHost`` (the worker keeps the case process and
   the task's environment, the default) against ``full-fresh`` (a fresh process and env
@@ -71,6 +80,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "encoders": ("niced", "same-priority"),
     "full": ("full-kept", "full-fresh"),
     "whole": ("plugin", "plugin-no-prebuild", "plugin-n2", "conventional"),
+    "perturbed": ("full", "full-perturbed"),
 }
 WHOLE_TASKS = range(5)
 
@@ -83,11 +93,11 @@ def _plan(uri: str, work: Path, case: Any, controls: int, k: int, **kwargs: Any)
 
 
 def fixed_plugin(args: argparse.Namespace, work: Path, preload: bool) -> dict[str, Any]:
-    from pytest_libero.episode import isolation
+    from pytest_libero.episode.host import SimulatorHost, launch
 
     if not preload:
-        isolation.PRELOAD = []
-    host = isolation.SimulatorHost()
+        launch.PRELOAD = []
+    host = SimulatorHost()
     setup = []
     try:
         for task in range(4):
@@ -112,7 +122,7 @@ def fixed_bare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def episode_plugin(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from pytest_libero.episode.isolation import run_isolated
+    from pytest_libero.episode.host import run_isolated
 
     case = c.entry(args.suite, args.task)
     plan = _plan(args.uri, work, case, args.controls, args.replan_interval)
@@ -168,7 +178,7 @@ def encoders(args: argparse.Namespace, work: Path, niced: bool) -> dict[str, Any
 
 
 def full_cases(args: argparse.Namespace, work: Path, kept: bool) -> dict[str, Any]:
-    from pytest_libero.episode.isolation import SimulatorHost, run_isolated
+    from pytest_libero.episode.host import SimulatorHost, run_isolated
 
     case = c.entry(args.suite, args.task)
     plan = _plan(args.uri, work, case, args.full_controls, args.replan_interval,
@@ -219,28 +229,72 @@ WHOLE_PLUGIN = {"plugin": (), "plugin-no-prebuild": ("--libero-prebuild=off",),
                 "plugin-n2": ("-n", "2")}
 
 
+def full_run_pytest(args: argparse.Namespace, work: Path, *extra: str) -> list[str]:
+    """The pytest command line of a perturbed-part variant: one task's first states in
+    full mode (run from ``work``)."""
+    profile = c.websocket_profile(args.uri, work)
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            f"--libero-profile={profile.source}", "--libero-mode=full",
+            "--libero-scope=task_coverage", f"--libero-suite={args.suite}",
+            f"--libero-task-ids={args.task}", f"--libero-init-states=0-{args.perturbed_states - 1}",
+            "--libero-budget-mode=decisions", f"--libero-max-policy-calls={args.whole_calls}",
+            f"--libero-replan-interval={args.replan_interval}", *extra]
+
+
+def pytest_run(label: str, command: list[str], work: Path, cases: int,
+               per_child: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A pytest run as its own process, timed start to exit, with its process tree's
+    peak memory; also its records. Every case must fail (the zero policy)."""
+    t0 = time.perf_counter()
+    process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    memory = c.TreeMemory(process.pid, per_child=per_child)
+    output, _ = process.communicate()
+    wall = time.perf_counter() - t0
+    result: dict[str, Any] = {"wall_s": wall, **memory.stop()}
+    if process.returncode != 1 or f"{cases} failed in" not in output:
+        raise SystemExit(f"variant {label} did not run its {cases} cases:\n{output[-4000:]}")
+    [results] = work.glob("libero-results/*/*/results.jsonl")
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    result["setup_s"] = sum(r["timings"]["setup_s"] for r in records)
+    result["setup_ahead_s"] = sum(r["timings"].get("setup_ahead_s", 0.0) for r in records)
+    result["loop_s"] = sum(r["timings"]["episode_s"] for r in records)
+    return result, records
+
+
 def whole_plugin(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """A whole-run plugin variant as its own pytest process, timed start to exit."""
     work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     try:
-        command = whole_pytest(args, work, *WHOLE_PLUGIN[name])
-        t0 = time.perf_counter()
-        process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-        memory = c.TreeMemory(process.pid, per_child=name == "plugin-n2")
-        output, _ = process.communicate()
-        wall = time.perf_counter() - t0
-        result: dict[str, Any] = {"wall_s": wall, **memory.stop()}
-        if process.returncode != 1 or "5 failed in" not in output:  # the zero policy fails all
-            raise SystemExit(f"variant whole/{name} did not run its 5 cases:\n{output[-4000:]}")
-        [results] = work.glob("libero-results/*/*/results.jsonl")
-        records = [json.loads(line) for line in results.read_text().splitlines()]
-        result["setup_s"] = sum(r["timings"]["setup_s"] for r in records)
-        result["setup_ahead_s"] = sum(r["timings"].get("setup_ahead_s", 0.0) for r in records)
-        result["loop_s"] = sum(r["timings"]["episode_s"] for r in records)
+        result, _ = pytest_run(f"whole/{name}", whole_pytest(args, work, *WHOLE_PLUGIN[name]),
+                               work, len(WHOLE_TASKS), per_child=name == "plugin-n2")
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def perturbed_plugin(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A perturbed-part variant; beside its totals, what its perturbed cases cost on
+    their own and how each twin state reached its environment."""
+    perturbed = name == "full-perturbed"
+    extra = (f"--libero-perturb={args.perturb}",) if perturbed else ()
+    kinds = len(args.perturb.split(",")) if perturbed else 0
+    work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    try:
+        result, records = pytest_run(f"perturbed/{name}", full_run_pytest(args, work, *extra),
+                                     work, args.perturbed_states * (1 + kinds))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    own = [r for r in records if r.get("perturbation") or r["entry"].get("perturbation")]
+    timings = [r["timings"] for r in own]
+    result["perturbed_own_s"] = sum(t["setup_s"] + t["episode_s"] + t["evidence_s"]
+                                    for t in timings)
+    result["perturbed_setup_s"] = sum(t["setup_s"] for t in timings)
+    result["perturbed_ahead_s"] = sum(t.get("setup_ahead_s", 0.0) for t in timings)
+    twins = sorted((r for r in records if r not in own), key=lambda r: r["case"])
+    result["twins"] = [(r["case"], r["identity"]["schedule"]["environment"],
+                        r["timings"]["setup_s"]) for r in twins]
+    return result
 
 
 VARIANTS: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
@@ -265,6 +319,8 @@ def run_variant(name: str, args: argparse.Namespace, argv: list[str]) -> dict[st
     """One variant in a fresh interpreter; its wall time from start to exit."""
     if name.startswith("whole/plugin"):
         return whole_plugin(name.split("/", 1)[1], args)
+    if name.startswith("perturbed/"):
+        return perturbed_plugin(name.split("/", 1)[1], args)
     out = Path(tempfile.mkstemp(prefix="bench-throughput-", suffix=".json")[1])
     command = [sys.executable, __file__, "--variant", name, "--uri", args.uri, "--out", str(out),
                *argv]
@@ -343,6 +399,35 @@ def report(part: str, runs: dict[str, list[dict[str, Any]]], args: argparse.Name
             print(f"{name}: set-up {c.median([r['setup_s'] for r in runs[name]]):.1f} s, of it "
                   f"{ahead:.1f} s ahead of its case's turn; peak per worker: RSS {rss:.0f} MiB "
                   f"(shared pages counted per process), PSS {pss:.0f} MiB")
+    elif part == "perturbed":
+        report_perturbed(runs, args)
+
+
+def report_perturbed(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    plain, perturbed = runs["full"], runs["full-perturbed"]
+    print(f"full mode, {args.suite} task {args.task}, states 0-{args.perturbed_states - 1}, "
+          f"{args.perturb} beside each, {args.whole_calls} calls x K={args.replan_interval}, "
+          "whole processes")
+    expected = [p["wall_s"] / (f["wall_s"] + p["perturbed_own_s"]) for f, p in zip(plain, perturbed)]
+    print(f"run with perturbations / (run without + perturbed cases' own cost) = {spread(expected)}")
+    print(f"run with perturbations / run without = "
+          f"{spread([p['wall_s'] / f['wall_s'] for f, p in zip(plain, perturbed)])}")
+    own = c.median([p["perturbed_own_s"] for p in perturbed])
+    setup = c.median([p["perturbed_setup_s"] for p in perturbed])
+    ahead = c.median([p["perturbed_ahead_s"] for p in perturbed])
+    print(f"perturbed cases' own cost {own:.1f} s, of it set-up {setup:.1f} s, {ahead:.1f} s of "
+          "that ahead of their turns")
+    for name, results in runs.items():
+        twins = results[0]["twins"]
+        setups = [c.median([r["twins"][i][2] for r in results]) for i in range(len(twins))]
+        print(f"{name}: twin states " + ", ".join(
+            f"{case} {environment} (set-up {s:.1f} s)"
+            for (case, environment, _), s in zip(twins, setups)))
+        pss = c.median([r["peak_pss_mib"] for r in results])
+        print(f"{name}: peak of the worker's process tree PSS {pss:.0f} MiB")
+    same = {tuple(t[:2] for t in r["twins"]) for r in plain + perturbed}
+    print(f"twin states reach the same environments with and without perturbations: "
+          f"{'yes' if len(same) == 1 else 'NO'}")
 
 
 def main() -> int:
@@ -352,7 +437,12 @@ def main() -> int:
                         help="run only this part (repeatable) [all]")
     parser.add_argument("--states", type=int, default=4, help="full: states 0..S-1 [4]")
     parser.add_argument("--full-controls", type=int, default=10, help="full: controls per case [10]")
-    parser.add_argument("--whole-calls", type=int, default=20, help="whole: calls per case [20]")
+    parser.add_argument("--whole-calls", type=int, default=20,
+                        help="whole, perturbed: calls per case [20]")
+    parser.add_argument("--perturbed-states", type=int, default=2,
+                        help="perturbed: states 0..S-1 of --suite/--task [2]")
+    parser.add_argument("--perturb", default="camera:1",
+                        help="perturbed: the --libero-perturb of its perturbed run [camera:1]")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)

@@ -298,7 +298,7 @@ def schedule_a_kept(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from pytest_libero.adapters.libero import LiberoBenchmarkAdapter
 
     opener = LiberoBenchmarkAdapter()
-    opener.keep_environments = True
+    opener.keep_environments = opener.continue_kept = True  # the jobs are one task's states, in order
     try:
         return [schedule_a(job, opener) for job in jobs]
     finally:

@@ -38,7 +38,7 @@ from pytest_libero.config.workers import (
 )
 from pytest_libero.episode.case import run_case_with_evidence
 from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
-from pytest_libero.episode.isolation import SimulatorHost
+from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
     UNATTEMPTED_PROPERTY,

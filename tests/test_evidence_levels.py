@@ -23,7 +23,7 @@ from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import EVIDENCE_LEVELS, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.episode.case import run_case_with_evidence
-from pytest_libero.episode.isolation import run_isolated
+from pytest_libero.episode.host import run_isolated
 from pytest_libero.episode.loop import run_episode
 from pytest_libero.evidence.layout import (
     ACTIONS_NAME,

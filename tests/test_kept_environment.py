@@ -2,8 +2,9 @@
 
 The worker's case process that ran a task's state stays, with its environment, for the
 task's next state; every such case must be the episode a fresh build gives (checked by
-re-executing each case from scratch with ``verify``), and a crash must still cost one
-case only, the next state starting over in a fresh process.
+re-executing each case from scratch with ``verify``), perturbed cases run beside it in
+processes of their own, and a crash must still cost one case only, the next state
+starting over in a fresh process.
 """
 
 from __future__ import annotations
@@ -78,23 +79,30 @@ def test_a_tasks_states_continue_in_its_environment_and_verify_as_fresh_builds(
 
 
 @pytest.mark.simulator
-def test_the_next_task_sets_up_while_the_last_state_of_a_task_runs(
+def test_perturbed_cases_run_beside_the_kept_environment_set_up_ahead(
     pytester: pytest.Pytester,
 ) -> None:
+    # pytest's order: s0, s0~camera1, s1, s1~camera1. The twin states chain as in a run
+    # without perturbations; each perturbed case is a fresh build of its own, set up
+    # while the case before it runs (which case sets up when, across tasks too, is the
+    # host's choice: tests/test_host.py). Every case verifies as a fresh build.
     result = pytester.runpytest("--libero-profile=zero", *FULL[:-2], "--libero-max-policy-calls=2",
-                                "--libero-replan-interval=5", "--libero-task-ids=3,5",
-                                "--libero-init-states=0,1", "--libero-run-id=next")
+                                "--libero-replan-interval=5", "--libero-task-ids=0",
+                                "--libero-init-states=0,1", "--libero-perturb=camera:1",
+                                "--libero-run-id=perturbed")
     result.assert_outcomes(failed=4)
-    found = records(pytester, "zero", "next")
-    first, second = ([found[f"libero_10-0{task}-s{state}"] for state in (0, 1)] for task in (3, 5))
-    assert first[0]["pid"] == first[1]["pid"] != second[0]["pid"] == second[1]["pid"]
-    assert [schedule(r) for r in first] == [schedule(r) for r in second] == [
-        ("fresh", 0), ("kept from state 0", 0)]
-    # Task 5's environment was built while task 3's last state ran; its own state 1
-    # continued in it, so nothing was set up ahead for that one.
-    assert second[0]["timings"]["setup_ahead_s"] > 0
-    assert [r["timings"]["setup_ahead_s"] for r in (first[1], second[1])] == [0.0, 0.0]
-    folder = pytester.path / "libero-results" / "zero" / "next"
+    found = records(pytester, "zero", "perturbed")
+    twins = [found[f"libero_10-00-s{state}"] for state in (0, 1)]
+    perturbed = [found[f"libero_10-00-s{state}~camera1"] for state in (0, 1)]
+    assert [schedule(r) for r in twins] == [("fresh", 0), ("kept from state 0", 0)]
+    assert twins[0]["pid"] == twins[1]["pid"]
+    assert [schedule(r) for r in perturbed] == [("fresh", 0), ("fresh", 1)]
+    assert not {r["pid"] for r in perturbed} & {twins[0]["pid"]}
+    # Set up ahead like any fresh case; the kept state needed nothing set up.
+    assert all(r["timings"]["setup_ahead_s"] > 0 for r in perturbed), [
+        r["timings"] for r in perturbed]
+    assert twins[1]["timings"]["setup_ahead_s"] == 0.0
+    folder = pytester.path / "libero-results" / "zero" / "perturbed"
     verified, _ = verify_run(folder, jobs=2, say=lambda line: None)
     assert sorted((v.case, v.status) for v in verified) == sorted(
         (case, "verified") for case in found)

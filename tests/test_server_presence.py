@@ -26,7 +26,7 @@ from scripted_policies import TESTS_DIR
 from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import Watchdog, make_plan
 from pytest_libero.config.profiles import parse_profile
-from pytest_libero.episode.isolation import run_isolated
+from pytest_libero.episode.host import run_isolated
 from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.probe import wait_for_health
 

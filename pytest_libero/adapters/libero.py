@@ -91,15 +91,20 @@ class KeptEnvironment:
     first_state: int
     episodes: int
 
-    def serves(self, entry: Entry, horizon: int) -> bool:
-        """Whether ``entry`` is this task at a later state, under the same horizon."""
-        return (
-            entry.state is not None
-            and entry.perturbation is None
-            and entry.bddl_file == self.bddl_file
-            and horizon == self.horizon
-            and entry.state >= self.resets
-        )
+    def check(self, entry: Entry, horizon: int) -> None:
+        """Refuse an episode this environment cannot be: another task's, another
+        horizon's, or a state whose resets it has already passed. The case host only
+        continues a task's later states here (``catalog/kept.py``); this guards the
+        bytes should that ever break."""
+        state = entry.state
+        if (state is None or entry.bddl_file != self.bddl_file or horizon != self.horizon
+                or state < self.resets):
+            raise EnvironmentFault(
+                f"{entry.case_id} (horizon {horizon}) was to continue in the environment kept "
+                f"from state {self.first_state} of {self.bddl_file} (horizon {self.horizon}, "
+                f"{self.resets} resets made), which cannot serve it: a kept environment serves "
+                "only its task's later states. This is a pytest-libero bug; please report it"
+            )
 
 
 class LiberoEpisode:
@@ -174,8 +179,9 @@ class LiberoEpisode:
             "seed": seed,
         }
         horizon = SETTLE_CONTROLS + control_cap + 1
-        if kept is not None and full:
+        if kept is not None:
             self._env, made = kept.env, kept.resets
+            kept.check(self.entry, horizon)
             self._kept = replace(kept, resets=index + 1, episodes=kept.episodes + 1)
         else:
             self._env, made = OffScreenRenderEnv(
@@ -341,14 +347,17 @@ class LiberoBenchmarkAdapter:
     """Registered as ``libero``: opens one native episode per case.
 
     Every episode's environment is built fresh, except where a long-lived case process
-    sets ``keep_environments`` (full mode, docs/full-mode.md): a task's environment
-    then stays open after its episode and the task's next state continues in it.
+    says otherwise (full mode, docs/full-mode.md), as the kept-environment rule told it
+    (``catalog/kept.py``, asked by the case host): ``keep_environments``, the
+    episode's environment stays open after it; ``continue_kept``, the next episode
+    opens in the environment held, if one is (the task's later state).
     """
 
     name = "libero"
 
     def __init__(self) -> None:
         self.keep_environments = False
+        self.continue_kept = False
         self._kept: KeptEnvironment | None = None
 
     def open(
@@ -361,11 +370,10 @@ class LiberoBenchmarkAdapter:
         video_stride: int = 1,
     ) -> LiberoEpisode:
         kept, self._kept = self._kept, None
-        if kept is not None and not kept.serves(entry, SETTLE_CONTROLS + control_cap + 1):
+        if kept is not None and not self.continue_kept:
             kept.env.close()
             kept = None
-        keep = (self._hold if self.keep_environments and entry.state is not None
-                and entry.perturbation is None else None)
+        keep = self._hold if self.keep_environments and entry.state is not None else None
         return LiberoEpisode(entry, track=track, control_cap=control_cap, render=render,
                              video_stride=video_stride, kept=kept, keep=keep)
 

@@ -24,8 +24,6 @@ RENDER_MODES = ("consumed", "all")
 EVIDENCE_LEVELS = ("full", "replayable")
 """full: every delivered observation, lossless; replayable: hashes, actions, video."""
 DEFAULT_EVIDENCE = {"fast": "full", "full": "replayable"}
-EVIDENCE_GRACE_S = 120.0
-"""How long finishing a case's evidence files may take (the video is encoded last)."""
 POLICY_MARGIN_S = 30.0
 """Beyond a policy's own limits: its client's timeout fires first and names the cause."""
 
@@ -242,11 +240,13 @@ def _ranges(values: tuple[int, ...]) -> str:
 
 @dataclass(frozen=True)
 class Watchdog:
-    """How long each phase may go without a sign of life.
+    """The watchdog's limits: how long the simulator may go without a sign of life
+    (building, stepping) and how long waits on the policy may last.
 
-    Waiting on the policy (connecting at "policy_reset", a call at "policy") is timed
-    by the policy's limits, not the simulator's, and a wait that outlives them is
-    reported as the policy's fault, naming ``policy_name``.
+    Waiting on the policy (connecting at its reset, a call) is timed by the policy's
+    limits, not the simulator's, and a wait that outlives them is reported as the
+    policy's fault, naming ``policy_name``. Which phase gets which limit:
+    ``pytest_libero.episode.host.watchdog.allowance``.
     """
 
     build_s: float
@@ -270,14 +270,3 @@ class Watchdog:
                               + profile.transport_impl.episode_start_calls * profile.call_timeout),
             policy_name=profile.policy_label,
         )
-
-    def allowance(self, phase: str) -> float:
-        return {
-            "start": self.build_s,
-            "policy_reset": self.policy_connect_s,
-            "build": self.build_s,
-            "episode": self.step_s,
-            "step": self.step_s,
-            "policy": self.policy_s,
-            "evidence": EVIDENCE_GRACE_S,
-        }.get(phase, self.step_s)

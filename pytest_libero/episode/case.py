@@ -25,6 +25,7 @@ from pytest_libero.episode.loop import (
     error_record,
     run_episode,
 )
+from pytest_libero.episode.phases import Phase
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
 from pytest_libero.evidence.renderer import identity as renderer_identity
@@ -34,8 +35,8 @@ from pytest_libero.protocol.errors import EpisodeError
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
 
-Phase = Callable[[str], None]
-"""Told "policy_reset", "build", "episode", "evidence" as a case moves on (a watchdog)."""
+Tell = Callable[[Phase], None]
+"""Told each :class:`~pytest_libero.episode.phases.Phase` as the case moves on (a watchdog)."""
 
 
 def run_case_with_evidence(
@@ -45,7 +46,7 @@ def run_case_with_evidence(
     case_dir: Path,
     *,
     listener: EpisodeListener | None = None,
-    phase: Phase | None = None,
+    phase: Tell | None = None,
     adapters: AdapterCache | None = None,
     setup: Setup | None = None,
     turn: float | None = None,
@@ -72,7 +73,7 @@ def run_case_with_evidence(
                           safety_file=case_dir / SIGNALS_NAME, adapters=adapters,
                           setup=setup, turn=turn)
         if phase is not None:
-            phase("evidence")
+            phase(Phase.EVIDENCE)
         t0 = time.perf_counter()
         try:
             record["evidence"] = evidence.close(also=(SIGNALS_NAME,))
@@ -99,7 +100,7 @@ def run_case(
     policy: Policy,
     *,
     listener: EpisodeListener | None = None,
-    phase: Phase | None = None,
+    phase: Tell | None = None,
     safety_file: Path | None = None,
     adapters: AdapterCache | None = None,
     setup: Setup | None = None,
@@ -124,7 +125,7 @@ def run_case(
     signals: Signals | None = None
     try:
         # Reach the policy before paying for a simulator: a dead server costs seconds.
-        tell("policy_reset")
+        tell(Phase.POLICY_RESET)
         call_policy(policy.reset)
     except EpisodeError as exc:
         if setup is not None:
@@ -132,7 +133,7 @@ def run_case(
         result = EpisodeResult(outcome="errored", error=error_record(exc))
     else:
         if setup is None:
-            tell("build")
+            tell(Phase.BUILD)
             setup = open_episode(plan, entry, adapters)
         try:
             result = _drive(plan, entry, policy, setup, turn, listener, tell, timings)
@@ -160,7 +161,7 @@ def _drive(
     setup: Setup,
     turn: float | None,
     listener: EpisodeListener | None,
-    tell: Phase,
+    tell: Tell,
     timings: dict[str, float],
 ) -> EpisodeResult:
     """Run the opened episode; a set-up that failed is the result."""
@@ -172,7 +173,7 @@ def _drive(
         return EpisodeResult(outcome="errored", error=error_record(setup.error, kind="environment"))
     timings["setup_s"] = setup.setup_s
     timings["setup_ahead_s"] = setup_ahead(setup, turn)
-    tell("episode")
+    tell(Phase.EPISODE)
     t0 = time.perf_counter()
     result = run_episode(
         episode,

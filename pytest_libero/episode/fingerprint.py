@@ -1,6 +1,6 @@
 """Whose GL stack renders this process's cases: its fingerprint, measured where they render.
 
-Case processes (``isolation.py``) are forked from the process's forkserver, so the
+Case processes (``episode/host``) are forked from the process's forkserver, so the
 fingerprint is measured in a process forked from that same server: the same libraries,
 environment (``MUJOCO_GL``, ``MUJOCO_EGL_DEVICE_ID``, ``CUDA_VISIBLE_DEVICES``) and
 device as the cases. Started here first, the server is started as the case host starts
@@ -12,12 +12,10 @@ measures in a spawned process that ends at once.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from typing import Any
 
 from pytest_libero.catalog.entries import Entry
-from pytest_libero.episode.isolation import PRELOAD, WARM_SCENE
+from pytest_libero.episode.host.launch import case_forkserver
 from pytest_libero.evidence.renderer import measure, measure_in_child
 
 
@@ -26,14 +24,8 @@ def measure_for_cases(isolation: str, first: Entry | None) -> dict[str, Any]:
     first case it will run (its scene warms the forkserver, as the case host does)."""
     if isolation == "none":
         return measure()
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    if first is not None:  # read only if this start launches the server
-        os.environ[WARM_SCENE] = os.pathsep.join((first.bddl_file, first.init_states_file))
-    try:
+    with case_forkserver(first) as context:
         return measure_in_child(context)
-    finally:
-        os.environ.pop(WARM_SCENE, None)
 
 
 def measure_apart() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Imported by each worker's forkserver: what every case process would otherwise redo.
 
-Every case process is forked from that server (``isolation.py``), so it starts with
+Every case process is forked from that server (``episode/host/launch.py``), so it starts with
 robosuite, LIBERO and MuJoCo imported, the encoder's version known, and MuJoCo's asset
 cache (decoded meshes and textures, kept per process) filled by one compile of a
 scene: the worker's first case's, named by ``PYTEST_LIBERO_WARM_SCENE`` (its BDDL and init-state file names).
@@ -17,7 +17,7 @@ import os
 import warnings
 from contextlib import suppress
 
-from pytest_libero.episode.isolation import WARM_SCENE
+from pytest_libero.episode.host.launch import WARM_SCENE
 from pytest_libero.protocol.rendering import prepare_simulator_environment
 
 

@@ -1,7 +1,7 @@
 """A case's set-up: its environment built, reset, its init state installed, settled.
 
 Set-up is its own step so that a case process can do it ahead of the case's turn,
-while the worker's previous case runs (``isolation.py``), and hand the case what it
+while the worker's previous case runs (``episode/host/``), and hand the case what it
 built. Done ahead or not, it is the same calls in the same order in a process of the
 case's own, so the episode that follows sees the same bytes.
 """

@@ -116,7 +116,7 @@ class Sink(Protocol):
 
 
 class CaseProgress:
-    """One running case's progress: fed counters by the isolation loop or a listener."""
+    """One running case's progress: fed counters by the case host (episode/host/) or a listener."""
 
     def __init__(self, case_id: str, control_cap: int, sink: Sink | None = None) -> None:
         self.case_id = case_id
