@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.runs import run_pytest, run_records
 from pytest_libero import cli
 
 pytest_plugins = ["pytester"]
@@ -395,18 +396,13 @@ def places(root: Path) -> dict[str, str]:
             "damaged": str(root / "damaged"), "results": str(root / "results-of-refused-runs")}
 
 
-def run_pytest(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def earlier_run(sandbox: Path) -> Path:
     """One real run (replay, clip rule, one case, one policy call), then damaged copies."""
     where = places(sandbox)
     args = [a.format(**where) for a in EARLIER]
     result = run_pytest([*args, f"--libero-results={where['earlier_root']}",
-                         "--libero-run-id=earlier"], sandbox)
+                         "--libero-run-id=earlier"], sandbox, timeout=600)
     assert result.returncode == 1, result.stdout + result.stderr  # a native failure
     run = Path(where["run"])
     damaged = Path(where["damaged"])
@@ -484,8 +480,7 @@ def test_bad_input_gets_one_clear_answer(
 @pytest.mark.simulator
 def test_replay_file_outside_the_range_is_clipped_and_counted_under_clip(earlier_run: Path) -> None:
     """The strict rule refuses the file (row replay-outside-range); clip runs it."""
-    [line] = (earlier_run / "results.jsonl").read_text().splitlines()
-    record = json.loads(line)
+    [record] = run_records(earlier_run)
     assert record["clipping"] == {"mode": "clip", "chunks": 1, "values": 1,
                                   "max_excess": pytest.approx(0.02)}
     summary = json.loads((earlier_run / "summary.json").read_text())

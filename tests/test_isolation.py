@@ -6,7 +6,6 @@ Faults are induced through a real extension point: a benchmark adapter named wit
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.runs import records_by_case, run_folder
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -66,8 +67,7 @@ class Faulty(LiberoBenchmarkAdapter):
 
 
 def records(root: Path) -> dict[str, dict[str, Any]]:
-    [results] = root.glob("*/*/results.jsonl")
-    return {r["case"]: r for r in map(json.loads, results.read_text().splitlines())}
+    return records_by_case(run_folder(root))
 
 
 def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None:
