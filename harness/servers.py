@@ -68,9 +68,14 @@ def serving(argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = N
 
     own_log = log is None
     path = Path(tempfile.mkstemp(prefix="served-", suffix=".log")[1]) if log is None else log
-    with path.open("wb") as output:
-        process = subprocess.Popen(list(argv), stdout=output, stderr=subprocess.STDOUT,
-                                   env=None if env is None else dict(env), cwd=cwd)
+    try:
+        with path.open("wb") as output:
+            process = subprocess.Popen(list(argv), stdout=output, stderr=subprocess.STDOUT,
+                                       env=None if env is None else dict(env), cwd=cwd)
+    except OSError:
+        if own_log:
+            path.unlink(missing_ok=True)
+        raise
     served = Served(f"ws://127.0.0.1:{port}", process, path)
 
     def still_running() -> None:
@@ -85,7 +90,7 @@ def serving(argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = N
                                 still_worth_it=still_running)
             except ServerDidNotStart:
                 raise
-            except Exception as exc:  # ServerUnavailable: nothing answered in time
+            except Exception as exc:  # ServerUnavailable (its module may move): no answer in time
                 raise ServerDidNotStart(f"nothing answered at {served.uri} within {wait_s} s "
                                         f"({exc}); its output:\n{served.output()}") from exc
         yield served
