@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic import synthetic_record
 
 from harness import proctree
 from harness.runs import all_records, run_folder, run_folders
 from harness.servers import ServerDidNotStart, free_port, serve_argv, serving
+from pytest_libero.episode.record import record_to_json
 
 
 def test_a_server_that_exits_at_once_says_why_without_waiting_out_the_wait() -> None:
@@ -59,7 +61,8 @@ def test_a_results_root_must_hold_exactly_one_run(tmp_path: Path) -> None:
     for run in ("zero/a", "zero/b/shard-1-of-2"):
         (tmp_path / run).mkdir(parents=True)
         (tmp_path / run / "run.json").write_text("{}")
-        (tmp_path / run / "results.jsonl").write_text('{"case": "libero_10-00"}\n')
+        (tmp_path / run / "results.jsonl").write_text(
+            record_to_json(synthetic_record("libero_10-00", "failure")) + "\n")
     assert [p.relative_to(tmp_path).as_posix() for p in run_folders(tmp_path)] == [
         "zero/a", "zero/b/shard-1-of-2"]
     with pytest.raises(AssertionError, match="found"):
