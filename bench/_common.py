@@ -1,4 +1,7 @@
 """Shared helpers for the bench/ scripts. Not part of the package; not imported by it.
+What the tests and the release tools also use (a served policy, pytest runs and their
+records, process trees, the bare env's render gates, the printed tables) lives in
+harness/, and is reached from here.
 
 Every benchmark here compares variants measured side by side in one run: the variants
 are interleaved (the order rotates each repeat), and medians are reported with the
@@ -9,51 +12,32 @@ measured this way are what the documented targets refer to.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import math
-import os
-import platform
-import socket
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout without installing
+if str(ROOT) not in sys.path:  # run from a checkout without installing; harness/ is there too
     sys.path.insert(0, str(ROOT))
 
-def prepare_simulator() -> None:
-    """Headless rendering and a quiet robosuite, exactly as the plugin's adapter does."""
-    from pytest_libero.adapters.libero import prepare_simulator_environment
+from harness import proctree  # noqa: E402
+from harness.native import CameraGate, catalog_entry, prepare_simulator  # noqa: E402
+from harness.printing import machine_note, print_table  # noqa: E402
+from harness.runs import all_records, run_pytest  # noqa: E402
+from harness.servers import free_port, serve_argv, serving  # noqa: E402
 
-    prepare_simulator_environment()
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
+__all__ = [  # the shared helpers bench scripts reach as c.NAME, besides this module's own
+    "CameraGate", "catalog_entry", "free_port", "machine_note", "prepare_simulator", "print_table",
+]
 
 
 # ----------------------------------------------------------------------- reporting
-
-
-def machine_note() -> str:
-    """One line: when, where, and how loaded the machine was when the run started."""
-    cpu = platform.processor() or "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        f"{now}; {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}); "
-        f"Python {platform.python_version()}; MUJOCO_GL={os.environ.get('MUJOCO_GL', '-')}; "
-        f"load average {load}"
-    )
 
 
 def cpu_seconds() -> float:
@@ -79,24 +63,6 @@ def p90(values: Sequence[float]) -> float:
     return float(statistics.quantiles(values, n=10, method="inclusive")[-1])
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned text table (also valid Markdown)."""
-
-    def cell(value: Any) -> str:
-        if isinstance(value, float):
-            if math.isnan(value):
-                return "-"
-            return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
-        return str(value)
-
-    text = [[cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in text)) for i, h in enumerate(headers)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row in text:
-        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
-
-
 def ratio_line(name: str, num: float, den: float, target: str | None = None) -> str:
     value = num / den if den else math.nan
     line = f"{name} = {value:.3f}"
@@ -112,9 +78,6 @@ def interleaved_order(names: Sequence[str], repeat: int) -> list[str]:
     return order
 
 
-# ---------------------------------------------------------------------- the server
-
-
 def episode_arguments(parser: Any) -> None:
     """The case and budget flags every episode benchmark shares."""
     parser.add_argument("--suite", default="libero_10")
@@ -124,54 +87,51 @@ def episode_arguments(parser: Any) -> None:
     parser.add_argument("--repeats", type=int, default=3)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# ---------------------------------------------------------------------- the server
 
 
 @contextlib.contextmanager
 def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
     """``python -m pytest_libero.serve --policy zero`` on 127.0.0.1; yields its ws:// URI."""
-    from pytest_libero.policy.probe import wait_for_health
-
     port = free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero",
-         "--option", f"chunk={chunk}", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
-    )
-    uri = f"ws://127.0.0.1:{port}"
+    argv = serve_argv("zero", port, options=[f"chunk={chunk}"], flags=["--host", "127.0.0.1"])
+    with serving(argv, port, wait_s=wait_s, cwd=ROOT) as served:
+        yield served.uri
 
-    def alive() -> None:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"the zero server exited: {log.read().decode(errors='replace')}")
 
+# ------------------------------------------------------------- whole pytest runs
+
+
+def timed_pytest(args: Sequence[str], label: str, *, expected: int | None = None,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One whole ``python -m pytest ARGS`` in a scratch folder, timed start to exit.
+
+    Returns the wall time, the number of cases and the median per case of the plugin's
+    own timings (setup + episode). Exits naming ``label`` when a case errored or cases
+    are missing (``expected``: how many there must be; at least one in any case).
+    """
+    work = Path(tempfile.mkdtemp(prefix="bench-run-"))
+    results = work / "results"
     try:
-        wait_for_health(uri, time.monotonic() + wait_s, 1.0, still_worth_it=alive)
-        yield uri
+        t0 = time.perf_counter()
+        done = run_pytest([*args, f"--libero-results={results}"], work, env=env)
+        wall = time.perf_counter() - t0
+        records = all_records(results)
+        errored = [r for r in records if r["outcome"] == "errored"]
+        if not records or errored or (expected is not None and len(records) != expected):
+            counted = f"{len(records)} records" + ("" if expected is None else f" of {expected}")
+            first = f" (the first: {errored[0]['summary']})" if errored else ""
+            raise SystemExit(f"{label}: {counted}, {len(errored)} errored{first}, exit "
+                             f"{done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        per_case = [sum(float(r.get("timings", {}).get(k, 0.0)) for k in ("setup_s", "episode_s"))
+                    for r in records]
+        return {"wall_s": wall, "cases": len(records), "per_case_s": median(per_case),
+                "exit": done.returncode}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ----------------------------------------------------------------- plans and cases
-
-
-def entry(suite: str, index: int) -> Any:
-    from pytest_libero.catalog.entries import load_catalog
-
-    for candidate in load_catalog().suite_entries(suite):  # native or OOD (LIBERO-PRO)
-        if candidate.index == index:
-            return candidate
-    raise SystemExit(f"no catalog entry {suite} {index}")
 
 
 def websocket_profile(endpoint: str, folder: Path) -> Any:
@@ -280,34 +240,6 @@ def evidence_hashes(case_dir: Path) -> list[dict[str, str]]:
 
 
 # ------------------------------------------------------------- a bare native loop
-
-
-class CameraGate:
-    """The adapter's own render gates on a bare env's cameras, switched together.
-
-    Re-install after every ``env.reset()``: a hard reset replaces the sensors.
-    """
-
-    def __init__(self, robosuite_env: Any, cameras: Sequence[str], size: int) -> None:
-        from pytest_libero.adapters.libero import RenderGate
-
-        self.gates = {}
-        for camera in cameras:
-            observable = robosuite_env._observables[f"{camera}_image"]
-            self.gates[camera] = observable._sensor = RenderGate(observable._sensor, (size, size, 3))
-
-    @property
-    def want(self) -> bool:
-        return any(gate.wanted for gate in self.gates.values())
-
-    @want.setter
-    def want(self, wanted: bool) -> None:
-        for gate in self.gates.values():
-            gate.wanted = wanted
-
-    @property
-    def renders(self) -> dict[str, int]:
-        return {camera: gate.renders for camera, gate in self.gates.items()}
 
 
 class BareEpisode:
@@ -425,37 +357,6 @@ def run_bare(case: Any, controls: int, replan_interval: int, *, render: str = "c
 # ----------------------------------------------------------------- process trees
 
 
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        pid, ppid = int(stat.parent.name), int(text.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(pid)
-    return children
-
-
-def _subtree(root: int, children: dict[int, list[int]]) -> list[int]:
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def _memory_kb(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of one process in KiB; (0, 0) once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0, 0
-    fields = {line.split(":")[0]: line.split()[1] for line in text.splitlines()[1:] if ":" in line}
-    return int(fields.get("Rss", 0)), int(fields.get("Pss", 0))
-
-
 class TreeMemory:
     """Samples a process tree's memory while it runs: the peak over time of the sum over
     each *group* of processes (the root's whole tree, or each child's subtree when
@@ -474,11 +375,10 @@ class TreeMemory:
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every_s):
-            children = _children_map()
-            groups = ([_subtree(child, children) for child in children.get(self.root, [])]
-                      if self.per_child else [_subtree(self.root, children)])
-            for group in groups:
-                memory = [_memory_kb(pid) for pid in group]
+            tree = proctree.children()
+            roots = tree.get(self.root, []) if self.per_child else [self.root]
+            for group in ([top, *proctree.descendants(top, tree)] for top in roots):
+                memory = [proctree.memory_kib(pid) for pid in group]
                 self.peak_rss_kb = max(self.peak_rss_kb, sum(m[0] for m in memory))
                 self.peak_pss_kb = max(self.peak_pss_kb, sum(m[1] for m in memory))
                 self.peak_processes = max(self.peak_processes, len(group))

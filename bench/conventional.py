@@ -156,7 +156,7 @@ def main() -> int:
     except ImportError:
         print(f"# (--resize {args.resize}: not importable, using PIL)")
         resize = resizer("pil")
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     print(f"# conventional: {case.case_id}, N={args.controls} controls, K={args.replan_interval}, "
           f"{args.repeats} repeats, ours isolation={args.isolation}, render="
           f"{args.render or 'default'}, video stride={args.video_stride or 'default'}, resize={args.resize}"

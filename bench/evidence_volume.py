@@ -78,7 +78,7 @@ def main() -> int:
         parser.error("--controls must be a multiple of --replan-interval")
 
     c.prepare_simulator()
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     print(f"# evidence volume: {case.case_id} ({case.name}), N={args.controls} controls, "
           f"K={args.replan_interval}, {args.policy} policy, track {args.track}, render="
           f"{args.render or 'default'}, video stride={args.video_stride or 'default'}")

@@ -24,14 +24,9 @@ script stops unless ``--allow-cpu`` is given.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import _common as c
@@ -67,36 +62,20 @@ def gl_renderer(gpu: int) -> str:
     return "; ".join(lines)
 
 
-def run_pytest(workers: int, args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
-    results = work / "results"
+def run_workers(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     cases = workers * args.cases_per_worker
     if cases > 90:
         raise SystemExit(f"-n {workers} x {args.cases_per_worker} cases exceeds libero_90's 90 tasks")
     calls = -(-args.controls // args.replan_interval)
     command = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-        "--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_90",
+        "-q", "--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_90",
         f"--libero-task-ids=0-{cases - 1}", "--libero-budget-mode=decisions",
         f"--libero-max-policy-calls={calls}", f"--libero-replan-interval={args.replan_interval}",
         f"--libero-policy-option=chunk={args.replan_interval}",
-        f"--libero-gpus={args.gpu}", "-n", str(workers), f"--libero-results={results}",
+        f"--libero-gpus={args.gpu}", "-n", str(workers),
     ]
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    try:
-        t0 = time.perf_counter()
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True, env=env, check=False)
-        wall = time.perf_counter() - t0
-        records = [json.loads(line) for path in results.rglob("results.jsonl")
-                   for line in path.read_text().splitlines() if line.strip()]
-        if len(records) != cases or any(r["outcome"] == "errored" for r in records):
-            raise SystemExit(f"-n {workers}: {len(records)} of {cases} records, exit {done.returncode}:\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        per_case = [sum(float(r["timings"].get(k, 0.0)) for k in ("setup_s", "episode_s"))
-                    for r in records]
-        return {"wall_s": wall, "cases": cases, "per_case_s": c.median(per_case)}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return c.timed_pytest(command, f"-n {workers}", expected=cases, env=env)
 
 
 def main() -> int:
@@ -124,7 +103,7 @@ def main() -> int:
     rows = []
     base: float | None = None
     for workers in counts:
-        out = run_pytest(workers, args)
+        out = run_workers(workers, args)
         per_hour = out["cases"] / out["wall_s"] * 3600
         base = base or per_hour / workers
         rows.append([workers, out["cases"], out["wall_s"], per_hour, out["per_case_s"],

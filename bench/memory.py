@@ -128,7 +128,7 @@ def run_one(case: Any, controls: int, k: int, case_dir: Path) -> dict[str, Any]:
 
 def child_single(args: argparse.Namespace) -> None:
     c.prepare_simulator()
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     work = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     try:
         before = status_kib("VmRSS")
@@ -151,7 +151,7 @@ def child_sequence(args: argparse.Namespace) -> None:
     try:
         print(MARK + json.dumps({"case": "start", "rss_kib": status_kib("VmRSS")}), flush=True)
         for number, task in enumerate(tasks, 1):
-            case = c.entry(args.suite, task)
+            case = c.catalog_entry(args.suite, task)
             out = run_one(case, args.seq_controls, args.replan_interval, work / f"case-{number}")
             shutil.rmtree(work / f"case-{number}", ignore_errors=True)
             gc.collect()

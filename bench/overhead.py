@@ -67,7 +67,7 @@ def main() -> int:
     from pytest_libero.episode.case import run_case
     from pytest_libero.policy.remote import WebsocketPolicy
 
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     print(f"# overhead: {case.case_id} ({case.name}), N={args.controls} controls, "
           f"K={args.replan_interval}, {args.repeats} repeats, plugin render="
           f"{args.render or 'default'}, video stride={args.video_stride or 'default'}")

@@ -49,7 +49,7 @@ def main() -> int:
     from pytest_libero.perturb.levels import KINDS
 
     print(c.machine_note())
-    twin = c.entry(args.suite, args.task)
+    twin = c.catalog_entry(args.suite, args.task)
     cases = {"twin": twin, **{kind: twin.perturbed(kind, args.level) for kind in KINDS}}
     times: dict[str, list[float]] = {name: [] for name in cases}
     for repeat in range(args.repeats):

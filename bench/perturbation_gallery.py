@@ -29,7 +29,7 @@ def main() -> int:
     from pytest_libero.adapters.libero import LiberoEpisode
     from pytest_libero.perturb.levels import KINDS, LEVELS
 
-    twin = c.entry(args.suite, args.task)
+    twin = c.catalog_entry(args.suite, args.task)
 
     def first_image(case: object) -> np.ndarray:
         episode = LiberoEpisode(case, track="rgb", control_cap=1)  # type: ignore[arg-type]

@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import _common as c
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(c.ROOT / "catalog"))  # the schedule validator's open-loop actions
 
 
 def episode_seconds(case: object, actions: np.ndarray, k: int, monitor: bool) -> tuple[float, float]:
@@ -54,7 +53,7 @@ def main() -> int:
     from validate_schedule import random_actions
 
     print(c.machine_note())
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     actions = random_actions(args.controls, 0)
     times: dict[str, list[float]] = {"monitor": [], "none": []}
     shares: list[float] = []

@@ -18,48 +18,19 @@ much each case slows down when workers share the cores.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import _common as c
 
 
-def run_pytest(workers: int, args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    results = work / "results"
+def run_workers(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-        f"--libero-profile={args.profile}", f"--libero-scope={args.scope}",
+        "-q", f"--libero-profile={args.profile}", f"--libero-scope={args.scope}",
         f"--libero-task-ids={args.task_ids}", "--libero-budget-mode=decisions",
         f"--libero-max-policy-calls={args.max_policy_calls}",
-        f"--libero-replan-interval={args.replan_interval}",
-        f"--libero-results={results}", "-n", str(workers), *args.extra,
+        f"--libero-replan-interval={args.replan_interval}", "-n", str(workers), *args.extra,
     ]
-    try:
-        t0 = time.perf_counter()
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - t0
-        lines = []
-        for path in results.rglob("results.jsonl"):
-            lines += [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
-        if not lines:
-            raise SystemExit(f"-n {workers}: no results (exit {done.returncode}):\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        errored = [r for r in lines if r.get("outcome") == "errored"]
-        if errored:
-            raise SystemExit(f"-n {workers}: {len(errored)} case(s) errored: {errored[0].get('summary')}")
-        per_case = [sum(float(r.get("timings", {}).get(k, 0.0)) for k in ("setup_s", "episode_s"))
-                    for r in lines]
-        return {"wall_s": wall, "cases": len(lines), "per_case_s": c.median(per_case),
-                "exit": done.returncode}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return c.timed_pytest(command, f"-n {workers}")
 
 
 def main() -> int:
@@ -84,7 +55,7 @@ def main() -> int:
     for repeat in range(args.repeats):
         order = counts if repeat % 2 == 0 else list(reversed(counts))
         for workers in order:
-            out = run_pytest(workers, args)
+            out = run_workers(workers, args)
             runs[workers].append(out)
             print(f"#   repeat {repeat + 1} -n {workers}: {out['cases']} cases in {out['wall_s']:.1f} s "
                   f"(pytest exit {out['exit']})", flush=True)

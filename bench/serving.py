@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +30,8 @@ from typing import Any
 
 import _common as c
 import numpy as np
+
+from harness.servers import serve_argv, serving
 
 BENCH_DIR = Path(__file__).resolve().parent
 CLIENTS = (1, 4, 8)
@@ -78,26 +77,13 @@ def make(fixed_ms: float = 20.0, item_ms: float = 2.0, batch: bool = False) -> S
 
 @contextlib.contextmanager
 def server(args: argparse.Namespace, batch: bool, wait_ms: float = 0.0) -> Iterator[str]:
-    from pytest_libero.policy.probe import wait_for_health
-
     port = c.free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", "serving:make",
-         "--option", f"fixed_ms={args.fixed_ms}", "--option", f"item_ms={args.item_ms}",
-         "--option", f"batch={str(batch).lower()}", "--batch-wait-ms", str(wait_ms),
-         "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=str(c.ROOT),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(c.ROOT)])},
-    )
-    uri = f"ws://127.0.0.1:{port}"
-    try:
-        wait_for_health(uri, time.monotonic() + 60, 1.0)
-        yield uri
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+    argv = serve_argv("serving:make", port, options=[
+        f"fixed_ms={args.fixed_ms}", f"item_ms={args.item_ms}", f"batch={str(batch).lower()}",
+    ], flags=["--batch-wait-ms", str(wait_ms)])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(c.ROOT)])}
+    with serving(argv, port, env=env, cwd=c.ROOT) as served:
+        yield served.uri
 
 
 def measure(uri: str, clients: int, seconds: float, request: dict[str, Any]) -> dict[str, float]:

@@ -74,6 +74,8 @@ from typing import Any
 
 import _common as c
 
+from harness.runs import pytest_argv, run_folder, run_records
+
 PARTS: dict[str, tuple[str, ...]] = {
     "fixed": ("plugin", "plugin-no-preload", "bare"),
     "episode": ("plugin", "floor", "conventional"),
@@ -101,7 +103,7 @@ def fixed_plugin(args: argparse.Namespace, work: Path, preload: bool) -> dict[st
     setup = []
     try:
         for task in range(4):
-            case = c.entry("libero_10", task)
+            case = c.catalog_entry("libero_10", task)
             plan = _plan(args.uri, work, case, 1, 1)
             record = host.run(plan, plan.entries[0], work / f"case-{task}", c.watchdog_for(plan))
             if record["outcome"] == "errored":
@@ -116,7 +118,7 @@ def fixed_bare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     c.prepare_simulator()
     setup = 0.0
     for task in range(4):
-        out = c.run_bare(c.entry("libero_10", task), 1, 1)
+        out = c.run_bare(c.catalog_entry("libero_10", task), 1, 1)
         setup += out["setup_s"]
     return {"setup_s": setup}
 
@@ -124,7 +126,7 @@ def fixed_bare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 def episode_plugin(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from pytest_libero.episode.host import run_isolated
 
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     plan = _plan(args.uri, work, case, args.controls, args.replan_interval)
     record = run_isolated(plan, plan.entries[0], work / "case", c.watchdog_for(plan))
     if record["outcome"] == "errored":
@@ -137,7 +139,7 @@ def episode_plugin(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def episode_floor(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     c.prepare_simulator()
-    out = c.run_bare(c.entry(args.suite, args.task), args.controls, args.replan_interval,
+    out = c.run_bare(c.catalog_entry(args.suite, args.task), args.controls, args.replan_interval,
                      video_stride=1)
     return {"episode_s": out["episode_s"], "loop_s": out["episode_s"], "setup_s": out["setup_s"],
             "renders": out["renders"]}
@@ -149,7 +151,7 @@ def episode_conventional(args: argparse.Namespace, work: Path) -> dict[str, Any]
     c.prepare_simulator()
     client = conventional.OursClient(args.uri)
     resize = conventional.resizer("pil")
-    out = conventional.conventional_episode(c.entry(args.suite, args.task), client, args.controls,
+    out = conventional.conventional_episode(c.catalog_entry(args.suite, args.task), client, args.controls,
                                             args.replan_interval, resize, work / "video.mp4", False)
     return {"episode_s": out["episode_s"] + out["video_s"], "loop_s": out["episode_s"],
             "setup_s": out["setup_s"], "renders": out["renders"]}
@@ -161,7 +163,7 @@ def encoders(args: argparse.Namespace, work: Path, niced: bool) -> dict[str, Any
     c.prepare_simulator()
     if not niced:
         ffmpeg.ENCODER_NICENESS = 0
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     plan = _plan(args.uri, work, case, args.controls, args.replan_interval)
     policy = plan.profile.build_policy()
     try:
@@ -180,7 +182,7 @@ def encoders(args: argparse.Namespace, work: Path, niced: bool) -> dict[str, Any
 def full_cases(args: argparse.Namespace, work: Path, kept: bool) -> dict[str, Any]:
     from pytest_libero.episode.host import SimulatorHost, run_isolated
 
-    case = c.entry(args.suite, args.task)
+    case = c.catalog_entry(args.suite, args.task)
     plan = _plan(args.uri, work, case, args.full_controls, args.replan_interval,
                  full_states=range(args.states))
     host = SimulatorHost()
@@ -203,11 +205,10 @@ def full_cases(args: argparse.Namespace, work: Path, kept: bool) -> dict[str, An
 def whole_pytest(args: argparse.Namespace, work: Path, *extra: str) -> list[str]:
     """The pytest command line of a whole-run plugin variant (run from ``work``)."""
     profile = c.websocket_profile(args.uri, work)
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            f"--libero-profile={profile.source}", "--libero-scope=development",
+    return pytest_argv("-q", f"--libero-profile={profile.source}", "--libero-scope=development",
             f"--libero-task-ids={WHOLE_TASKS[0]}-{WHOLE_TASKS[-1]}",
             "--libero-budget-mode=decisions", f"--libero-max-policy-calls={args.whole_calls}",
-            f"--libero-replan-interval={args.replan_interval}", *extra]
+            f"--libero-replan-interval={args.replan_interval}", *extra)
 
 
 def whole_conventional(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -219,7 +220,7 @@ def whole_conventional(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     setup = 0.0
     for task in WHOLE_TASKS:
         out = conventional.conventional_episode(
-            c.entry("libero_10", task), client, args.whole_calls * args.replan_interval,
+            c.catalog_entry("libero_10", task), client, args.whole_calls * args.replan_interval,
             args.replan_interval, resize, work / f"video-{task}.mp4", False)
         setup += out["setup_s"]
     return {"setup_s": setup}
@@ -254,8 +255,7 @@ def pytest_run(label: str, command: list[str], work: Path, cases: int,
     result: dict[str, Any] = {"wall_s": wall, **memory.stop()}
     if process.returncode != 1 or f"{cases} failed in" not in output:
         raise SystemExit(f"variant {label} did not run its {cases} cases:\n{output[-4000:]}")
-    [results] = work.glob("libero-results/*/*/results.jsonl")
-    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records: list[dict[str, Any]] = [dict(r) for r in run_records(run_folder(work / "libero-results"))]
     result["setup_s"] = sum(r["timings"]["setup_s"] for r in records)
     result["setup_ahead_s"] = sum(r["timings"].get("setup_ahead_s", 0.0) for r in records)
     result["loop_s"] = sum(r["timings"]["episode_s"] for r in records)

@@ -28,9 +28,7 @@ import contextlib
 import cProfile
 import io
 import pstats
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -38,6 +36,8 @@ from typing import Any
 
 import _common as c
 import numpy as np
+
+from harness.servers import serving
 
 REFERENCE_SERVER = """
 import sys, time
@@ -62,20 +62,10 @@ while True:
 
 @contextlib.contextmanager
 def reference_server(chunk: int) -> Iterator[str]:
-    from pytest_libero.policy.probe import wait_for_health
-
     port = c.free_port()
-    log = tempfile.TemporaryFile()
     code = REFERENCE_SERVER.format(tests=str(c.ROOT / "tests"), chunk=chunk, port=port)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
-    uri = f"ws://127.0.0.1:{port}"
-    try:
-        wait_for_health(uri, time.monotonic() + 30.0, 1.0)
-        yield uri
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+    with serving([sys.executable, "-c", code], port, wait_s=30.0) as served:
+        yield served.uri
 
 
 def request_for(layout: Any) -> tuple[Any, dict[str, Any]]:

@@ -1,11 +1,8 @@
-"""A free TCP port on 127.0.0.1 for a test's server (shared by the server tests)."""
+"""Kept for the GR00T tests, which import ``free_port`` from here; its home is
+harness/servers.py, where the other server tests and the benchmarks take it from."""
 
 from __future__ import annotations
 
-import socket
+from harness.servers import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port"]

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from harness.runs import run_folder, run_records
+
 RECORDING_POLICY = '''
 import dataclasses, json
 from pathlib import Path
@@ -73,8 +75,7 @@ def write_profile(pytester: pytest.Pytester, *, track: str = "rgb", options: str
 
 
 def records(pytester: pytest.Pytester, profile: str) -> list[dict[str, Any]]:
-    [run] = (pytester.path / "libero-results" / profile).iterdir()
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return run_records(run_folder(pytester.path / "libero-results", profile))
 
 
 def calls(pytester: pytest.Pytester) -> list[dict[str, Any]]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, cast
 
+from harness.runs import run_pytest
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.episode.record import CaseRecord
 
@@ -29,11 +28,8 @@ def synthetic_record(case: str, outcome: str, **extra: Any) -> CaseRecord:
 def allure_results(tmp_path: Path) -> dict[str, dict[str, Any]]:
     """Run the test files in ``tmp_path`` under allure-pytest; its results by test name."""
     alluredir = tmp_path / "allure-results"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
-         f"--alluredir={alluredir}", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )
+    done = run_pytest(["-q", "-p", "no:libero", f"--alluredir={alluredir}", str(tmp_path)],
+                      tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     results = {}
     for path in alluredir.glob("*-result.json"):

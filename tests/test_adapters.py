@@ -3,9 +3,9 @@ Protocol when it is loaded, and each episode it opens before it is driven."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from harness.runs import run_folder, run_records
 
 pytest_plugins = ["pytester"]
 
@@ -59,7 +59,6 @@ def test_an_episode_missing_a_member_errors_its_case_naming_it(pytester: pytest.
                                 "--libero-scope=task_coverage", "--libero-suite=libero_10",
                                 "--libero-task-ids=0")
     result.assert_outcomes(errors=1)
-    [results] = (pytester.path / "libero-results").glob("*/*/results.jsonl")
-    [record] = map(json.loads, results.read_text().splitlines())
+    [record] = run_records(run_folder(pytester.path / "libero-results"))
     assert (record["error"]["kind"], record["error"]["cause"]) == ("environment", "environment")
     assert "opened a HalfEpisode without frame, renders" in record["error"]["message"]

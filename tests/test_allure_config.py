@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from synthetic import allure_results
 
+from harness.runs import run_pytest
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import CATEGORIES
@@ -40,11 +41,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An allure-pytest results folder with one passed test."""
     root = tmp_path_factory.mktemp("results")
     (root / "test_one.py").write_text("def test_one():\n    pass\n")
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:libero",
-         f"--alluredir={root / 'allure-results'}", str(root / "test_one.py")],
-        cwd=root, check=True, capture_output=True, timeout=120,
-    )
+    done = run_pytest(["-q", "-p", "no:libero", f"--alluredir={root / 'allure-results'}",
+                       str(root / "test_one.py")], root, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
     return root / "allure-results"
 
 

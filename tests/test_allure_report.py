@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from harness.runs import run_pytest
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.report.allure import (
@@ -265,11 +266,8 @@ def allure_run(
     root = tmp_path_factory.mktemp("allure_project")
     _project(root, mp4, list(RECORDS))
     alluredir = root / "allure-results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:libero",
-         f"--alluredir={alluredir}", "-rA", str(root)],
-        cwd=root, capture_output=True, text=True, timeout=300,
-    )
+    proc = run_pytest(["-p", "no:libero", f"--alluredir={alluredir}", "-rA", str(root)], root,
+                      timeout=300)
     result = pytest.RunResult(proc.returncode, proc.stdout.splitlines(),
                               proc.stderr.splitlines(), 0.0)
     return result, alluredir

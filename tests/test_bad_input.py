@@ -9,7 +9,8 @@ damaged copies of it) is taken before and after, and the default results root st
 absent. Rows that name ``{run}`` or ``{damaged}`` need the earlier run, made once per
 module with the real simulator (about 10 s); the others take well under a second each,
 run in-process; the rows marked ``subprocess`` go through the real entry points.
-docs/reliability.md holds the same table in words. Add a row to cover a new input.
+docs/reliability.md holds the same table in words, and a test below keeps the two in step:
+add a row to cover a new input, and name it there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.runs import run_pytest, run_records
 from pytest_libero import cli
 
 pytest_plugins = ["pytester"]
@@ -395,18 +398,13 @@ def places(root: Path) -> dict[str, str]:
             "damaged": str(root / "damaged"), "results": str(root / "results-of-refused-runs")}
 
 
-def run_pytest(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def earlier_run(sandbox: Path) -> Path:
     """One real run (replay, clip rule, one case, one policy call), then damaged copies."""
     where = places(sandbox)
     args = [a.format(**where) for a in EARLIER]
     result = run_pytest([*args, f"--libero-results={where['earlier_root']}",
-                         "--libero-run-id=earlier"], sandbox)
+                         "--libero-run-id=earlier"], sandbox, timeout=600)
     assert result.returncode == 1, result.stdout + result.stderr  # a native failure
     run = Path(where["run"])
     damaged = Path(where["damaged"])
@@ -484,9 +482,64 @@ def test_bad_input_gets_one_clear_answer(
 @pytest.mark.simulator
 def test_replay_file_outside_the_range_is_clipped_and_counted_under_clip(earlier_run: Path) -> None:
     """The strict rule refuses the file (row replay-outside-range); clip runs it."""
-    [line] = (earlier_run / "results.jsonl").read_text().splitlines()
-    record = json.loads(line)
+    [record] = run_records(earlier_run)
     assert record["clipping"] == {"mode": "clip", "chunks": 1, "values": 1,
                                   "max_excess": pytest.approx(0.02)}
     summary = json.loads((earlier_run / "summary.json").read_text())
     assert summary["clipping"]["values"] == 1 and summary["clipping"]["cases"] == 1
+
+
+RELIABILITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+
+
+def documented_rows(doc: str) -> tuple[int | None, list[str]]:
+    """What docs/reliability.md's "Bad input" section says of this table: the row count
+    it states, and every name in the ``rows`` column of its tables."""
+    section = doc.split("\n## Bad input\n", 1)[-1].split("\n## ", 1)[0]
+    stated = re.search(r"\((\d+) rows", section)
+    names: list[str] = []
+    in_rows_table = False
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            in_rows_table = False
+            continue
+        last = line.rstrip().rstrip("|").rsplit("|", 1)[-1].strip()
+        if last == "rows":
+            in_rows_table = True
+        elif in_rows_table and set(last) - set("- "):
+            names += re.findall(r"`([^`]+)`", last)
+    return (int(stated.group(1)) if stated else None), names
+
+
+def name_matches(name: str, row_id: str) -> bool:
+    """A documented name covers a row: ``*`` is any text, ``<kind>`` a damaged folder."""
+    kinds = name.replace("<kind>", "\0").split("\0")
+    pattern = "|".join(FOLDERS) if len(kinds) > 1 else ""
+    regex = f"({pattern})".join(re.escape(part).replace(r"\*", ".*") for part in kinds)
+    return re.fullmatch(regex, row_id) is not None
+
+
+def disagreements(doc: str, row_ids: list[str]) -> list[str]:
+    stated, names = documented_rows(doc)
+    found = [f"the doc says {stated} rows; the table has {len(row_ids)}"] if stated != len(row_ids) else []
+    found += [f"row {r} is not in the doc" for r in row_ids
+              if not any(name_matches(n, r) for n in names)]
+    found += [f"the doc names {n}, which is no row" for n in names
+              if not any(name_matches(n, r) for r in row_ids)]
+    return found
+
+
+def test_the_reliability_doc_names_every_row() -> None:
+    """docs/reliability.md holds this table in words: every row named there, no other."""
+    assert disagreements(RELIABILITY_DOC.read_text(encoding="utf-8"), [r.id for r in ROWS]) == []
+
+
+def test_the_doc_check_finds_each_kind_of_disagreement() -> None:
+    doc = ("## Bad input\n\nA sweep (3 rows, ...).\n\n| input | answer | rows |\n| --- | --- | --- |\n"
+           "| x | y | `scope`, `task-ids-*`, `safety-<kind>` |\n\n## The decoder\n| a | `gone` |\n")
+    assert disagreements(doc, ["scope", "task-ids-text", "safety-missing"]) == []
+    assert disagreements(doc, ["scope", "task-ids-text", "safety-missing", "mode"]) == [
+        "the doc says 3 rows; the table has 4", "row mode is not in the doc"]
+    assert disagreements(doc, ["scope", "safety-missing", "safety-threshold-form"]) == [
+        "row safety-threshold-form is not in the doc",
+        "the doc names task-ids-*, which is no row"]

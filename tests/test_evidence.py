@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness import proctree
 from pytest_libero.episode.loop import run_episode
 from pytest_libero.evidence.layout import (
     ACTIONS_NAME,
@@ -249,14 +250,6 @@ def test_close_after_exception_escaping_the_episode(tmp_path: Path) -> None:
     assert decode_video(tmp_path / "case" / VIDEO_NAME)[1] == 1 + 6 == summary["video"]["frames"]
 
 
-def _zombie_or_alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "State:" in status  # any state, zombie included, means not reaped
-
-
 def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_process(
     tmp_path: Path,
 ) -> None:
@@ -285,7 +278,7 @@ def test_ffmpeg_dying_errors_the_episode_with_a_named_cause_and_leaves_no_proces
     with pytest.raises(EvidenceError, match=r"episode\.mp4") as closing:
         evidence.close()
     assert closing.value.summary is not None
-    assert not any(_zombie_or_alive(pid) for pid in pids)
+    assert not any(proctree.unreaped(pid) for pid in pids)  # not even a zombie
     # The lossless streams were finished normally and decode.
     assert [call for call, _, _ in read_observations(tmp_path / "case")] == [1]
 
@@ -401,7 +394,7 @@ def test_evidence_never_closed_is_still_finalized(tmp_path: Path) -> None:
     pids = [w.pid for w in evidence._writers()]
     del evidence
     gc.collect()
-    assert not any(_zombie_or_alive(pid) for pid in pids)
+    assert not any(proctree.unreaped(pid) for pid in pids)  # not even a zombie
     # ffmpeg saw end of input and wrote complete files: the MP4 plays, frames decode.
     assert decode_video(tmp_path / "case" / VIDEO_NAME)[1] == 1 + 6
     assert [call for call, _, _ in read_observations(tmp_path / "case")] == [1, 2, 3]

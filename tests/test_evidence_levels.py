@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.runs import run_folder, run_records
 from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import EVIDENCE_LEVELS, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
@@ -332,9 +333,9 @@ def test_plugin_run_at_replayable_keeps_hashes_actions_and_video(pytester: pytes
         "--libero-replan-interval=3", "--libero-evidence=replayable",
     )
     result.assert_outcomes(failed=1)  # the zero policy never succeeds
-    [run] = (pytester.path / "libero-results" / "zero").iterdir()
+    run = run_folder(pytester.path / "libero-results", "zero")
     assert json.loads((run / "run.json").read_text())["plan"]["evidence"] == "replayable"
-    [record] = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    [record] = run_records(run)
     assert record["outcome"] == "failure" and record["evidence_level"] == "replayable"
     case = run / "cases" / "libero_object-00"
     assert sorted(p.name for p in case.iterdir() if p.suffix != ".log") == sorted([

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from libero_native import reference_loop_first_observations
 
+from harness.runs import run_records
 from pytest_libero.audit.verify import verify_run
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
@@ -28,10 +28,6 @@ FULL = ["--libero-profile=zero", "--libero-mode=full", "--libero-scope=task_cove
 
 def run_folder(pytester: pytest.Pytester, run_id: str) -> Path:
     return pytester.path / "libero-results" / "zero" / run_id
-
-
-def records(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
 
 
 def first_hashes(case_dir: Path) -> dict[str, str]:
@@ -63,7 +59,7 @@ def test_each_state_is_a_case_run_in_native_order_as_the_reference_loop_runs_it(
     _, states_file = installed_files(entry.bddl_file, entry.init_states_file)
     released = load_states(states_file)
     reference = reference_loop_first_observations("libero_object", 0, {0, 3}, seed=FULL_SEED)
-    for record, state in zip(records(folder), (0, 3)):
+    for record, state in zip(run_records(folder), (0, 3)):
         assert record["case"] == f"libero_object-00-s{state}"
         assert record["entry"]["init_state"] == state
         identity = record["identity"]
@@ -87,11 +83,11 @@ def test_resume_and_the_baseline_gate_work_case_by_case(pytester: pytest.Pyteste
     stopped = pytester.runpytest(*FULL, *states, "--libero-run-id=first", "-x")
     stopped.assert_outcomes(failed=1)
     folder = run_folder(pytester, "first")
-    assert [r["case"] for r in records(folder)] == ["libero_object-00-s1"]
+    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s1"]
 
     resumed = pytester.runpytest(*FULL, *states, f"--libero-resume={folder}")
     resumed.assert_outcomes(failed=1)
-    assert [r["case"] for r in records(folder)] == ["libero_object-00-s1", "libero_object-00-s2"]
+    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s1", "libero_object-00-s2"]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["counts"]["completed"] == 2
     # The resumed folder proves itself by re-execution, case by case.

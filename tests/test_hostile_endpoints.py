@@ -41,6 +41,7 @@ import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 from websockets.asyncio.server import ServerConnection
 
+from harness.runs import run_folder, run_records
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.episode.loop import error_record
 from pytest_libero.evidence.reader import read_actions
@@ -507,8 +508,8 @@ def test_hostile_matrix_in_one_session(pytester: pytest.Pytester, marker: Path) 
 
     hostile = [b for _, b in cases if b is not None and b.kind]
     normal = len(cases) - len(hostile)
-    [run] = (pytester.path / "libero-results" / "hostile").iterdir()
-    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    run = run_folder(pytester.path / "libero-results", "hostile")
+    records = run_records(run)
     assert [r["case"] for r in records] == [entry.case_id for entry, _ in cases]
 
     problems = [problem for (entry, behaviour), record in zip(cases, records)

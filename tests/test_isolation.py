@@ -8,7 +8,6 @@ in seconds with a scripted case process: tests/test_host.py.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.runs import records_by_case, run_folder
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -68,8 +69,7 @@ class Faulty(LiberoBenchmarkAdapter):
 
 
 def records(root: Path) -> dict[str, dict[str, Any]]:
-    [results] = root.glob("*/*/results.jsonl")
-    return {r["case"]: r for r in map(json.loads, results.read_text().splitlines())}
+    return records_by_case(run_folder(root))
 
 
 def test_crashes_and_hangs_cost_one_case_each(pytester: pytest.Pytester) -> None:

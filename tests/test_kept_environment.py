@@ -9,11 +9,11 @@ starting over in a fresh process.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
+from harness.runs import records_by_case
 from pytest_libero.audit.verify import verify_run
 
 pytest_plugins = ["pytester"]
@@ -42,9 +42,7 @@ class CrashesOnState1(LiberoBenchmarkAdapter):
 
 
 def records(pytester: pytest.Pytester, profile: str, run_id: str) -> dict[str, dict[str, Any]]:
-    folder = pytester.path / "libero-results" / profile / run_id
-    lines = (folder / "results.jsonl").read_text().splitlines()
-    return {r["case"]: r for r in map(json.loads, lines)}
+    return records_by_case(pytester.path / "libero-results" / profile / run_id)
 
 
 def schedule(record: dict[str, Any]) -> tuple[str, int]:

@@ -30,15 +30,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ports import free_port
 
+from harness.runs import run_folder, run_records
+from harness.servers import ServerDidNotStart, free_port, serve_argv, serving
 from pytest_libero.bridges import lerobot as bridge
 from pytest_libero.bridges.lerobot import BridgeRefused, Feature, InputPlan
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes, read_observations
 from pytest_libero.policy.contract import Observation
-from pytest_libero.policy.errors import ServerError, ServerUnavailable
+from pytest_libero.policy.errors import ServerError
 from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.probe import wait_for_health
 from pytest_libero.policy.websocket import WebsocketPolicyClient
 from pytest_libero.protocol.hashing import array_sha256
 
@@ -330,28 +330,15 @@ def served(lerobot_python: Path, checkpoints: dict[str, Any], tmp_path: Path) ->
     """The bridge on the serving CLI, recording every request; its URI, record and log."""
     port = free_port()
     record, log = tmp_path / "bridge.jsonl", tmp_path / "server.log"
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [str(lerobot_python), "-m", "pytest_libero.serve", "--policy", FACTORY,
-             "--option", f"path={checkpoints['proprio'].parent}",  # a step folder: found inside
-             "--option", f"record={record}", "--port", str(port)],
-            stdout=output, stderr=subprocess.STDOUT, env=lerobot_env(checkpoints["home"]),
-        )
-    uri = f"ws://127.0.0.1:{port}"
+    argv = serve_argv(FACTORY, port, python=str(lerobot_python), options=[
+        f"path={checkpoints['proprio'].parent}",  # a step folder: found inside
+        f"record={record}"])
     try:
-        try:
-            wait_for_health(uri, time.monotonic() + 300, 2.0)
-        except ServerUnavailable as exc:
-            pytest.fail(f"the bridge never served ({exc}; exit {process.poll()}):\n"
-                        f"{log.read_text()[-5000:]}")
-        yield {"uri": uri, "record": record, "log": log}
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        with serving(argv, port, env=lerobot_env(checkpoints["home"]), wait_s=300, poll_s=2.0,
+                     grace_s=20, log=log) as server:
+            yield {"uri": server.uri, "record": record, "log": log}
+    except ServerDidNotStart as exc:
+        pytest.fail(f"the bridge never served ({exc})")
 
 
 @pytest.mark.lerobot
@@ -381,8 +368,8 @@ def test_real_libero_cases_against_a_served_lerobot_checkpoint(
     assert outcomes.get("errors", 0) == 0 and outcomes.get("error", 0) == 0, logs
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2, logs  # native outcomes
 
-    [run_dir] = (pytester.path / "libero-results" / "lerobot-bridge").iterdir()
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    run_dir = run_folder(pytester.path / "libero-results", "lerobot-bridge")
+    records = run_records(run_dir)
     assert [r["case"] for r in records] == ["libero_10-00", "libero_10-01"], logs
     lines = [json.loads(line) for line in served["record"].read_text().splitlines()]
     load, events = lines[0], lines[1:]

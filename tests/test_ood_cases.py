@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from recording import calls, records, write_profile
 
+from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
@@ -102,15 +103,12 @@ def test_semantic_cases_deliver_their_bddl_instruction_from_their_own_init_state
 def test_a_replayed_success_against_its_ood_twins_and_the_merge_agree(tmp_path: Path) -> None:
     """The replay that solves libero_object-00, run on it and on two of its perturbations:
     the table equals what the records' outcomes give by hand, and merge recomputes it."""
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--libero-profile=replay",
-         f"--libero-policy-option=actions={DATA / 'replay_libero_object_00.npy'}",
-         "--libero-scope=ood", "--libero-suite=libero_object_lan,libero_object_swap",
-         "--libero-task-ids=0", "--libero-run-id=replayed"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    run_pytest(["-q", "--libero-profile=replay",
+                f"--libero-policy-option=actions={DATA / 'replay_libero_object_00.npy'}",
+                "--libero-scope=ood", "--libero-suite=libero_object_lan,libero_object_swap",
+                "--libero-task-ids=0", "--libero-run-id=replayed"], tmp_path, timeout=900)
     run = tmp_path / "libero-results" / "replay" / "replayed"
-    lines = (run / "results.jsonl").read_text().splitlines()
-    found = {r["case"]: r for r in map(json.loads, lines)}
+    found = records_by_case(run)
     assert found["libero_object-00"]["outcome"] == "success"  # the replay solves the twin
     cells = {"both": 0, "only_twin": 0, "only_perturbed": 0, "neither": 0}
     for case in ("libero_object_lan-00", "libero_object_swap-00"):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.runs import records_by_case, run_pytest
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
 from pytest_libero.perturb.levels import TABLE, perturb_identity
 
@@ -26,11 +27,9 @@ TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max
 
 
 def run(cwd: Path, run_id: str, perturb: str) -> dict[str, dict[str, Any]]:
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *TINY,
-                    f"--libero-perturb={perturb}", f"--libero-run-id={run_id}"],
-                   cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
-    lines = (cwd / "libero-results" / "zero" / run_id / "results.jsonl").read_text().splitlines()
-    return {r["case"]: r for r in map(json.loads, lines)}
+    run_pytest(["-q", *TINY, f"--libero-perturb={perturb}", f"--libero-run-id={run_id}"], cwd,
+               timeout=900)
+    return records_by_case(cwd / "libero-results" / "zero" / run_id)
 
 
 def first(record: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.runs import pytest_argv
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,8 +63,8 @@ def test_plain_install_accepts_alluredir(plain_venv: Path, tmp_path: Path) -> No
 
     # The user's command, collected: the shipped suite with the Allure option.
     collected = subprocess.run(
-        [python, "-m", "pytest", "-p", "no:cacheprovider", "--libero-profile=zero",
-         f"--alluredir={work / 'allure-results'}", "--collect-only", "-q"],
+        pytest_argv("--libero-profile=zero", f"--alluredir={work / 'allure-results'}",
+                    "--collect-only", "-q", python=python),
         capture_output=True, text=True, cwd=work, env=env, timeout=300,
     )
     assert collected.returncode == 0, collected.stdout + collected.stderr

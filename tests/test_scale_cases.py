@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
 
+from harness.runs import pytest_argv
 from pytest_libero.results.merge import merge_runs
 
 pytestmark = pytest.mark.simulator
@@ -101,7 +101,7 @@ def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester,
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=400",
             "--libero-replan-interval=1", "--libero-run-id=long"]
     env = dict(os.environ)
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+    process = subprocess.Popen(pytest_argv(*args),
                                cwd=pytester.path, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     run = pytester.path / "libero-results" / "zero" / "long"

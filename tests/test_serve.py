@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ports import free_port
 from scripted_policies import TESTS_DIR
 
+from harness.servers import free_port, serve_argv, serving
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
 from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
@@ -54,16 +54,9 @@ def test_layout_refuses_ambiguous_keys() -> None:
 @pytest.fixture
 def served_zero() -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero", "--option", "chunk=3",
-         "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    try:
-        yield f"ws://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
+    # No wait here: the client's own wait for /healthz is part of what is tested.
+    with serving(serve_argv("zero", port, options=["chunk=3"]), port, wait_s=None) as server:
+        yield server.uri
 
 
 def test_serving_cli_speaks_openpi(served_zero: str) -> None:
@@ -92,12 +85,8 @@ def test_served_policy_exception_is_a_text_frame_traceback() -> None:
     assert "/nonexistent.npy does not exist" in refused.stdout
 
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", "zero", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    try:
-        client = WebsocketPolicyClient(f"ws://127.0.0.1:{port}", connect_timeout=5, call_timeout=5)
+    with serving(serve_argv("zero", port), port, wait_s=None) as server:
+        client = WebsocketPolicyClient(server.uri, connect_timeout=5, call_timeout=5)
         client.connect(wait_s=20)
         with pytest.raises(ServerError) as info:
             client.infer({"prompt": "no images"})  # the layout cannot decode this
@@ -107,9 +96,6 @@ def test_served_policy_exception_is_a_text_frame_traceback() -> None:
         client.connect(wait_s=5)  # the server goes on accepting connections
         assert client.infer(RequestLayout().encode(observation()))["actions"].shape == (5, 7)
         client.close()
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.mark.parametrize("flags", [["--max-batch", "0"], ["--batch-wait-ms", "-1"]])
@@ -125,13 +111,9 @@ def test_served_replay_follows_the_counters(tmp_path: Path) -> None:
     path = tmp_path / "a.npy"
     np.save(path, actions)
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", "replay",
-         "--option", f"actions={path}", "--option", "chunk=1", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    try:
-        policy = WebsocketPolicy(f"ws://127.0.0.1:{port}", layout=RequestLayout(counters=True),
+    argv = serve_argv("replay", port, options=[f"actions={path}", "chunk=1"])
+    with serving(argv, port, wait_s=None) as server:
+        policy = WebsocketPolicy(server.uri, layout=RequestLayout(counters=True),
                                  connect_timeout=5, call_timeout=5, wait_s=20)
         policy.reset()
         first = policy.infer(observation(0, 0))
@@ -141,9 +123,6 @@ def test_served_replay_follows_the_counters(tmp_path: Path) -> None:
         assert np.array_equal(second["actions"][0], actions[1])
         assert done["stop"] is True
         policy.close()
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def test_every_connection_starts_a_fresh_episode_without_counters() -> None:
@@ -151,17 +130,14 @@ def test_every_connection_starts_a_fresh_episode_without_counters() -> None:
     must still reset the policy for each episode (connection), and a connection that only
     checks the server is up must not reset anything."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy",
-         "scripted_policies:CountsSinceReset", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
-    )
-    uri = f"ws://127.0.0.1:{port}"
+    argv = serve_argv("scripted_policies:CountsSinceReset", port)
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
 
     def first_values(policy: WebsocketPolicy, calls: int) -> list[float]:
         return [float(policy.infer(observation(n))["actions"][0, 0]) for n in range(calls)]
 
-    try:
+    with serving(argv, port, env=env, wait_s=None) as server:
+        uri = server.uri
         policy = WebsocketPolicy(uri, layout=RequestLayout(), connect_timeout=5,
                                  call_timeout=5, wait_s=20)
         policy.reset()
@@ -178,6 +154,3 @@ def test_every_connection_starts_a_fresh_episode_without_counters() -> None:
         # A client that keeps its connection across episodes says so with the counters.
         assert float(counted.infer(observation(0))["actions"][0, 0]) == 0.01
         counted.close()
-    finally:
-        process.terminate()
-        process.wait(10)

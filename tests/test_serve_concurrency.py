@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,14 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ports import free_port
 from scripted_policies import TESTS_DIR
 
+from harness.runs import run_folder
+from harness.servers import free_port, serve_argv, serving
 from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
 from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.probe import wait_for_health
 from pytest_libero.policy.server import SERVER_KEY
 from pytest_libero.policy.websocket import WebsocketPolicyClient
 
@@ -37,19 +35,9 @@ pytest_plugins = ["pytester"]
 def served(policy: str, *flags: str) -> Iterator[str]:
     """The serving CLI with a policy from tests/scripted_policies.py; yields its URI."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest_libero.serve", "--policy", policy, "--port", str(port),
-         *flags],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
-    )
-    uri = f"ws://127.0.0.1:{port}"
-    try:
-        wait_for_health(uri, time.monotonic() + 60, 2.0)
-        yield uri
-    finally:
-        process.terminate()
-        process.wait(10)
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    with serving(serve_argv(policy, port, flags=flags), port, env=env, poll_s=2.0) as server:
+        yield server.uri
 
 
 def request(prompt: str) -> dict[str, Any]:
@@ -203,7 +191,7 @@ def test_two_workers_against_one_served_policy_each_see_their_own_state(
                                     f"--libero-max-policy-calls={calls}",
                                     "--libero-replan-interval=1")
     result.assert_outcomes(failed=2)
-    [run] = (pytester.path / "libero-results" / "remote").iterdir()
+    run = run_folder(pytester.path / "libero-results", "remote")
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert {r["worker"] for r in records} == {"gw0", "gw1"}
     served_at: dict[str, list[int]] = {}

@@ -8,27 +8,23 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from ports import free_port
 from scripted_policies import TESTS_DIR
 
+from harness.runs import records_by_case, run_folder
+from harness.servers import Served, free_port, serve_argv, serving
 from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import Watchdog, make_plan
 from pytest_libero.config.profiles import parse_profile
 from pytest_libero.episode.host import run_isolated
 from pytest_libero.evidence.reader import read_actions
-from pytest_libero.policy.probe import wait_for_health
 
 pytest_plugins = ["pytester"]
 
@@ -37,27 +33,12 @@ WEBSOCKET_PROFILES = ("smolvla", "pi0", "pi05", "openvla-oft")
 
 
 @contextmanager
-def served(
-    policy: str, *options: str, port: int | None = None
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def served(policy: str, *options: str, port: int | None = None) -> Iterator[Served]:
     """``python -m pytest_libero.serve`` with a policy from tests/scripted_policies.py."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "pytest_libero.serve", "--policy", policy, "--port", str(port)]
-    for option in options:
-        argv += ["--option", option]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "PYTHONPATH": str(TESTS_DIR)})
-    uri = f"ws://127.0.0.1:{port}"
-    try:
-        wait_for_health(uri, time.monotonic() + 60, 2.0)
-        yield uri, process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(10)
-
-
-def run_records(run: Path) -> dict[str, dict[str, Any]]:
-    return {r["case"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    with serving(serve_argv(policy, port, options=options), port, env=env, poll_s=2.0) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("profile", "hint"), [
@@ -110,16 +91,16 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
     args = ["--libero-profile=smolvla", f"--libero-endpoint=ws://127.0.0.1:{port}",
             "--libero-server-wait=2", "--libero-scope=development", "--libero-task-ids=0-3",
             "--libero-min-success=0", *SMALL, *workers]
-    with served("scripted_policies:CountsSinceReset", "die_at_episode=2", port=port) as (_, server):
+    with served("scripted_policies:CountsSinceReset", "die_at_episode=2", port=port) as server:
         result = pytester.runpytest(*args)
-        server.wait(30)  # it died at the second episode's first request
+        server.process.wait(30)  # it died at the second episode's first request
     assert result.ret == pytest.ExitCode.INTERRUPTED  # not OK, whatever the gate says
-    [run] = (pytester.path / "libero-results" / "smolvla").iterdir()
+    run = run_folder(pytester.path / "libero-results", "smolvla")
     summary = json.loads((run / "summary.json").read_text())
     counts = summary["counts"]
     assert counts["unattempted"] >= 1 and counts["success"] == 0
     assert counts["selected"] == 4 == counts["completed"] + counts["errored"] + counts["unattempted"]
-    records = run_records(run)
+    records = records_by_case(run)
     for record in records.values():  # every error keeps its own transport cause
         if record["outcome"] == "errored":
             assert record["error"]["kind"] == "policy_transport"
@@ -140,17 +121,17 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
     assert finish.ret == pytest.ExitCode.TESTS_FAILED  # native failures: a zero-ish policy
     summary = json.loads((run / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["stopped"] is None
-    assert set(run_records(run)) == {f"libero_10-0{i}" for i in range(4)}
+    assert set(records_by_case(run)) == {f"libero_10-0{i}" for i in range(4)}
 
 
 @pytest.mark.simulator
 def test_a_server_that_comes_back_in_time_is_used(pytester: pytest.Pytester) -> None:
     port = free_port()
     restarted: list[str] = []
-    with served("scripted_policies:CountsSinceReset", "die_at_episode=2", port=port) as (_, first):
+    with served("scripted_policies:CountsSinceReset", "die_at_episode=2", port=port) as first:
 
         def restart() -> None:
-            first.wait(120)
+            first.process.wait(120)
             time.sleep(1.0)  # down for a while: the next case's probe has to wait
             with served("scripted_policies:CountsSinceReset", port=port):
                 restarted.append("up")
@@ -170,8 +151,8 @@ def test_a_server_that_comes_back_in_time_is_used(pytester: pytest.Pytester) -> 
             thread.join(60)
     assert restarted == ["up"]
     result.assert_outcomes(failed=2, errors=1)
-    [run] = (pytester.path / "libero-results" / "smolvla").iterdir()
-    records = run_records(run)
+    run = run_folder(pytester.path / "libero-results", "smolvla")
+    records = records_by_case(run)
     assert records["libero_10-01"]["error"]["cause"] == "connection_lost"
     assert records["libero_10-02"]["outcome"] == "failure"  # ran against the new server
     assert json.loads((run / "summary.json").read_text())["stopped"] is None
@@ -182,11 +163,11 @@ def test_a_server_that_comes_back_in_time_is_used(pytester: pytest.Pytester) -> 
 def test_a_served_stateful_policy_starts_every_episode_fresh(
     pytester: pytest.Pytester, profile: str
 ) -> None:
-    with served("scripted_policies:CountsSinceReset") as (uri, _):
-        result = pytester.runpytest(f"--libero-profile={profile}", f"--libero-endpoint={uri}",
+    with served("scripted_policies:CountsSinceReset") as server:
+        result = pytester.runpytest(f"--libero-profile={profile}", f"--libero-endpoint={server.uri}",
                                     "--libero-isolation=none", *SMALL)
     result.assert_outcomes(failed=2)
-    [run] = (pytester.path / "libero-results" / profile).iterdir()
+    run = run_folder(pytester.path / "libero-results", profile)
     for case in ("libero_10-00", "libero_10-01"):
         firsts = [float(c.actions[0, 0]) for c in read_actions(run / "cases" / case)
                   if c.actions is not None]
@@ -213,7 +194,7 @@ def test_overshoots_error_when_strict_and_are_clipped_and_counted_when_asked(
     clipped.stdout.fnmatch_lines(["*clipped actions: 4 value(s) in 2 chunk(s) of 1 case(s)*"
                                   "largest excess 0.02*"])
     root = pytester.path / "libero-results" / "overshoots"
-    [record] = run_records(root / "clip").values()
+    [record] = records_by_case(root / "clip").values()
     assert record["outcome"] == "failure"
     assert record["clipping"] == {"mode": "clip", "chunks": 2, "values": 4,
                                   "max_excess": pytest.approx(0.02)}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.runs import run_pytest
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 from pytest_libero.results.merge import merge_runs
 
@@ -22,11 +23,6 @@ pytestmark = pytest.mark.simulator
 
 TINY = ["--libero-profile=random", "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
         "--libero-replan-interval=3"]
-
-
-def run_pytest(cwd: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                   cwd=cwd, capture_output=True, text=True, check=False, timeout=900)
 
 
 def verify(run: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
@@ -40,8 +36,8 @@ def verify(run: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One fast-mode run on the proprio track, full evidence: two cases, random actions."""
     root = tmp_path_factory.mktemp("verify")
-    run_pytest(root, *TINY, "--libero-scope=development", "--libero-task-ids=0,1",
-               "--libero-track=rgb+proprio", "--libero-run-id=original")
+    run_pytest(["-q", *TINY, "--libero-scope=development", "--libero-task-ids=0,1",
+                "--libero-track=rgb+proprio", "--libero-run-id=original"], root, timeout=900)
     run = root / "libero-results" / "random" / "original"
     assert (run / "results.jsonl").is_file()
     return run
@@ -186,7 +182,7 @@ def test_merged_full_mode_shards_at_replayable_evidence_verify(tmp_path: Path) -
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=2",
             "--libero-replan-interval=3", "--libero-run-id=sharded"]
     for index in (1, 2):
-        run_pytest(tmp_path, *args, f"--libero-shard={index}/2")
+        run_pytest(["-q", *args, f"--libero-shard={index}/2"], tmp_path, timeout=900)
     base = tmp_path / "libero-results" / "random" / "sharded"
     merged = merge_runs([base / "shard-1-of-2", base / "shard-2-of-2"])
     code, output, verdicts = verify(merged, "-n", "2")

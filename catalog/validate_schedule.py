@@ -25,13 +25,13 @@ Diagnostics (also compared, reported apart): the 9 encoders and the full MuJoCo 
 (env.get_sim_state(), float64 bytes) after every settling and policy control.
 
 Usage:
-    python bench/validate_schedule.py --suite libero_10 --states 0,25,49 --record
-    python bench/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
-    python bench/validate_schedule.py                    # the default --case sample (below)
-    python bench/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
+    python catalog/validate_schedule.py --suite libero_10 --states 0,25,49 --record
+    python catalog/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
+    python catalog/validate_schedule.py                    # the default --case sample (below)
+    python catalog/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
         --case libero_object:0:0,25:tests/data/replay_libero_object_00.npy
-    python bench/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
-    python bench/validate_schedule.py --replay-rng     # also schedule R (below)
+    python catalog/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
+    python catalog/validate_schedule.py --replay-rng     # also schedule R (below)
 
 A case is SUITE:TASK:STATES:ACTIONS. STATES is a comma list, run by B in that order in
 one environment. ACTIONS is randN (N deterministic pseudo-random controls, see
@@ -61,8 +61,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as c  # noqa: E402  (also puts the checkout on sys.path)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # run from a checkout: the package and harness/
+
+from harness.native import CameraGate, catalog_entry, prepare_simulator
+from harness.printing import machine_note, print_table
 
 DEFAULT_CASES = (
     "libero_10:0:0,17,49:rand100",
@@ -105,7 +108,7 @@ def load_actions(spec: str, seed: int) -> tuple[np.ndarray, str]:
         return random_actions(n, seed), f"random({n}, seed {seed})"
     path = Path(spec)
     if not path.is_absolute():
-        path = c.ROOT / path
+        path = REPO_ROOT / path
     actions = np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
     if actions.ndim != 2 or actions.shape[1] != 7:
         raise SystemExit(f"{spec}: expected an (N, 7) array, got {actions.shape}")
@@ -235,14 +238,14 @@ class RecordingEpisode:
 def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
     """One episode in this (fresh) process, exactly as the plugin opens and drives it
     (``opener``: the adapter to open it with, a new one by default)."""
-    c.prepare_simulator()
+    prepare_simulator()
     import pytest_libero.adapters.libero as adapter
     from pytest_libero.episode.loop import run_episode
     from pytest_libero.protocol.budgets import Budget, StopRule
 
     actions = np.asarray(job["actions"], dtype=np.float64)
     k, n = job["k"], len(actions)
-    entry = c.entry(job["suite"], job["task"])
+    entry = catalog_entry(job["suite"], job["task"])
     if job["mode"] == "full":
         entry = entry.at_state(job["state"])  # the plugin's full-mode case, unchanged
     else:
@@ -276,7 +279,7 @@ def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
             rec.control("settle", i, done, raw, state)
         wrapped = RecordingEpisode(episode)
         wrapped.rec = rec
-        budget = Budget("decisions", n, "bench/validate_schedule.py", k, math.ceil(n / k))
+        budget = Budget("decisions", n, "catalog/validate_schedule.py", k, math.ceil(n / k))
         result = run_episode(wrapped, ReplayPolicy(actions, k), budget, StopRule(None),
                              init_controls=episode.init_controls)
         t2 = time.perf_counter()
@@ -294,7 +297,7 @@ def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
 def schedule_a_kept(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A's episodes of one task in this one process, in order, the task's environment
     kept from state to state: the plugin's full mode in its long-lived case process."""
-    c.prepare_simulator()
+    prepare_simulator()
     from pytest_libero.adapters.libero import LiberoBenchmarkAdapter
 
     opener = LiberoBenchmarkAdapter()
@@ -315,7 +318,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     replays B's draws from the global RNG (seed once, ``prefix_resets`` bare resets)
     before its one episode, rendering only the delivered images (the plugin's gates).
     """
-    c.prepare_simulator()
+    prepare_simulator()
     import collections
 
     from libero.libero import benchmark, get_libero_path
@@ -346,7 +349,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
                 # An episode openpi runs and this sample does not compare: its reset,
                 # state and waits, unrendered (renders never touch the physics).
                 env.reset()
-                quiet = c.CameraGate(env.env, CAMERA_FIELDS, 256)
+                quiet = CameraGate(env.env, CAMERA_FIELDS, 256)
                 quiet.want = False
                 env.set_init_state(initial_states[state_index])
                 for _ in range(wait):
@@ -355,7 +358,7 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
             t1 = time.perf_counter()
             random_state = random_state_digest()
             env.reset()
-            gate = c.CameraGate(env.env, CAMERA_FIELDS, 256) if job.get("gate") else None
+            gate = CameraGate(env.env, CAMERA_FIELDS, 256) if job.get("gate") else None
             obs = env.set_init_state(initial_states[state_index])
             rec = Recorder(env.sim)
             plan: collections.deque[np.ndarray] = collections.deque()
@@ -595,7 +598,7 @@ def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seco
             "a_environment": a_env,
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "versions": versions(),
-            "machine": c.machine_note(),
+            "machine": machine_note(),
             "wall_s": round(seconds),
             "episodes": len(rows),
             "episodes_identical": sum(1 for d in rows if d["identical"]),
@@ -650,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
                              "reported apart, not part of the exit status")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="episodes run side by side [2]")
     parser.add_argument("--json", type=Path, help="write the traces and the comparison here")
-    parser.add_argument("--record", nargs="?", const=c.ROOT / "pytest_libero/data/full_mode_validation.json",
+    parser.add_argument("--record", nargs="?",
+                        const=REPO_ROOT / "pytest_libero/data/full_mode_validation.json",
                         type=Path, help="merge the per-suite verdicts into this report "
                                         "[the package's full_mode_validation.json]")
     args = parser.parse_args(argv)
@@ -662,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = suite_cases(args.suite, tasks, args.states, args.actions, args.action_seed)
     else:
         cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
-    print(c.machine_note())
+    print(machine_note())
     print(versions())
     a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i native "
               "resets, its adapter and loop" if full and args.a_env == "fresh" else
@@ -729,13 +733,13 @@ def main(argv: list[str] | None = None) -> int:
     pool.shutdown()
     wall = time.perf_counter() - t_start
     print("\nA (the plugin) vs B (the reference loop); X = A")
-    c.print_table(HEADERS, rows)
+    print_table(HEADERS, rows)
     print()
     for line in details:
         print(line)
     if r_rows:
         print("\nR (fresh env replaying B's RNG draws) vs B; X = R")
-        c.print_table(HEADERS, r_rows)
+        print_table(HEADERS, r_rows)
         print()
         for line in r_details:
             print(line)
@@ -757,7 +761,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         if not full:
             raise SystemExit("--record validates full mode; drop --schedule-a=fast")
-        command = "python bench/validate_schedule.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        given = argv if argv is not None else sys.argv[1:]
+        command = "python catalog/validate_schedule.py " + " ".join(given)
         record_validation(args.record, dump, command, wall, args.a_env)
         print(f"verdicts merged into {args.record}")
     return 0 if n_match == len(dump) else 1
