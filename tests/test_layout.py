@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),            # what people read: terminal, Allure, figures
     ("audit",),             # verify: re-executes the recorded cases
     ("conformance",),       # the shipped test module the plugin collects
+    ("session",),           # one session's work for the hooks: checks, run folder, each case's run
     ("serve", "cli", "plugin"),  # entry points: a policy server, the command line, the pytest hooks
 )
 SIMULATOR_ADAPTER = "pytest_libero.adapters.libero"

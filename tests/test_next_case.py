@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_libero.plugin import _case_entry
+from pytest_libero.session import case_entry
 
 pytest_plugins = ["pytester"]
 
@@ -39,7 +39,7 @@ def test_the_next_case_is_the_next_item_unless_it_is_skipped_or_not_a_case(
         str(conformance), "test_other.py")[0]
     assert [item.name for item in items] == [
         *(f"test_libero_task[libero_10-0{i}]" for i in range(4)), "test_not_a_case"]
-    chosen = [_case_entry(item) for item in items]
+    chosen = [case_entry(item) for item in items]
     assert [entry.case_id if entry else None for entry in chosen] == [
         "libero_10-00", None, "libero_10-02", None, None]
-    assert _case_entry(None) is None  # the worker's last item: nothing to set up
+    assert case_entry(None) is None  # the worker's last item: nothing to set up

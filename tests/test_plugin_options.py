@@ -148,3 +148,39 @@ def test_profile_from_the_repository_root_runs_the_conformance_suite() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test_libero.py::test_libero_task[libero_10-00]" in done.stdout
     assert "2 tests collected" in done.stdout
+
+
+SETTINGS_WATCH = '''
+import json, pytest
+from pathlib import Path
+
+READS = []
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    original = config.getoption
+    def watched(name, *args, **kwargs):
+        if str(name).startswith("libero_") or str(name).startswith("--libero"):
+            READS.append(str(name))
+        return original(name, *args, **kwargs)
+    config.getoption = watched
+
+def pytest_unconfigure(config):
+    Path("reads.json").write_text(json.dumps(READS))
+'''
+
+
+def test_settings_are_read_once_and_handed_to_the_cases(pytester: pytest.Pytester) -> None:
+    """After pytest_configure no libero option is read again: two cases run on the
+    settings resolved once (config/settings.py)."""
+    from test_adapters import ADAPTERS
+
+    pytester.makepyfile(adapters_under_test=ADAPTERS)
+    pytester.makeconftest(SETTINGS_WATCH)
+    pytester.syspathinsert()
+    result = pytester.runpytest("--libero-profile=zero", "--libero-isolation=none",
+                                "--libero-adapter=adapters_under_test:OpensHalfAnEpisode",
+                                "--libero-scope=task_coverage", "--libero-suite=libero_10",
+                                "--libero-task-ids=0,1")
+    result.assert_outcomes(errors=2)  # the half episode errors each case: they did run
+    assert json.loads((pytester.path / "reads.json").read_text()) == []

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_libero.config.plan import Gates, RunPlan
+from pytest_libero.config.settings import Settings
 from pytest_libero.episode.record import (
     RECORD_PROPERTY,
     RECORD_SCHEMA,
@@ -26,6 +27,7 @@ from pytest_libero.episode.record import (
     CaseRecord,
     record_from_json,
 )
+from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.protocol.rendering import headless_rendering
@@ -37,7 +39,14 @@ from pytest_libero.results.folder import (
     run_id_of,
 )
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
-from pytest_libero.results.renderers import renderer_summary, renderer_uses, session_use
+from pytest_libero.results.merge import load_run, run_difference
+from pytest_libero.results.renderers import (
+    conflict,
+    joined,
+    renderer_summary,
+    renderer_uses,
+    session_use,
+)
 from pytest_libero.results.summary import summarize
 from pytest_libero.safety.verdict import monitor_identity
 
@@ -67,6 +76,31 @@ class Recorder:
             action()
         except OSError as exc:
             self.write_errors.append(f"could not write {self.folder.path / what}: {exc}")
+
+    @classmethod
+    def open(cls, settings: Settings, plan: RunPlan,
+             server: dict[str, Any] | None = None) -> Recorder:
+        """A new run folder, or the one ``settings.resume`` continues, for ``plan``
+        (this session's, its renderer measured); ``server`` is what preflight learnt
+        of the policy server (run.json's ``policy_server``). A folder that cannot be
+        continued here is refused before it is changed."""
+        if settings.resume is None:
+            return cls.start(plan, settings.results_root, settings.run_id, settings.gates, server)
+        resume = settings.resume
+        previous = load_run(resume, "--libero-resume")
+        difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
+        if difference:
+            raise SetupError(f"--libero-resume={resume}: cannot continue that run here: "
+                             f"{difference}")
+        done = read_results(resume)
+        mixed = conflict(joined(renderer_uses(done, where="that run"), [session_use(plan.renderer)]))
+        if mixed:
+            raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {mixed}. "
+                             "A run's cases must all be rendered by one renderer; finish it "
+                             "where it started, or start a new run")
+        finished = {r["case"] for r in done}
+        remaining = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
+        return cls.resume(remaining, resume, settings.gates, server)
 
     @classmethod
     def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates,

@@ -1,0 +1,73 @@
+"""Every operator setting of one session, read and checked once.
+
+pytest hands each hook the same ``config``; reading options from it again in every
+case would re-parse and re-check them per case (and could disagree with the first
+read). :func:`read_settings` reads them all once per process, on the controller and on
+each xdist worker alike; the hooks and the case runner only look at the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_libero.config.options import (
+    build_plan,
+    gates,
+    isolation,
+    option_value,
+    prebuild,
+    run_id,
+    watchdog,
+)
+from pytest_libero.config.plan import Gates, RunPlan, Watchdog
+from pytest_libero.protocol.errors import SetupError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the operator asked for, checked: the plan and how its cases are run."""
+
+    plan: RunPlan
+    isolation: str
+    """``process`` (each case's simulator in a watched child) or ``none``."""
+    prebuild: bool
+    """Whether the next case sets up while the current one runs."""
+    watchdog: Watchdog
+    run_id: str | None
+    gates: Gates
+    results_root: Path
+    """Where new run folders go (``<root>/<profile>/<run id>``), absolute."""
+    resume: Path | None
+    """The interrupted run this session finishes, if any."""
+
+
+def read_settings(config: pytest.Config) -> Settings | None:
+    """The session's settings, or None without ``--libero-profile`` (no case runs).
+
+    Raises SetupError for any bad value, naming the option and the fix.
+    """
+    plan = build_plan(config)
+    if plan is None:
+        return None
+    resume = option_value(config, "resume")
+    chosen_id = run_id(config)
+    if resume:
+        clashing = ["--libero-run-id"] if chosen_id else []
+        if config.getoption("libero_results") is not None:
+            clashing.append("--libero-results")
+        if clashing:
+            raise SetupError(f"--libero-resume continues its own folder; drop {', '.join(clashing)}")
+    root = Path(option_value(config, "results"))
+    return Settings(
+        plan=plan,
+        isolation=isolation(config),
+        prebuild=prebuild(config),
+        watchdog=watchdog(config, plan),
+        run_id=chosen_id,
+        gates=gates(config),
+        results_root=root if root.is_absolute() else config.invocation_params.dir / root,
+        resume=Path(resume) if resume else None,
+    )
