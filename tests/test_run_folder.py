@@ -16,6 +16,7 @@ from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
 from harness.runs import pytest_argv, run_folder, run_records
 from pytest_libero.evidence.ffmpeg import ffmpeg_exe
 from pytest_libero.evidence.reader import read_actions, read_observations
+from pytest_libero.evidence.renderer import identity, measure_in_child
 from pytest_libero.protocol.identity import protocol_identity
 from pytest_libero.results.merge import merge_runs
 
@@ -146,13 +147,23 @@ def wait_for_results(root: Path, lines: int, timeout: float) -> Path:
     raise AssertionError(f"no {lines} result line(s) under {root} after {timeout}s")
 
 
-def baseline(pytester: pytest.Pytester, outcome: str) -> Path:
-    """A baseline run folder in which libero_object-00 ended with ``outcome``."""
+@pytest.fixture(scope="module")
+def this_renderer() -> dict[str, Any]:
+    """This machine's renderer: a baseline is only compared with images of its own."""
+    fingerprint = measure_in_child()
+    assert fingerprint["sha256"], fingerprint.get("error")
+    return identity(fingerprint)
+
+
+def baseline(pytester: pytest.Pytester, outcome: str, renderer: dict[str, Any]) -> Path:
+    """A baseline run folder in which libero_object-00 ended with ``outcome``, its images
+    drawn by ``renderer``."""
     folder = pytester.path / f"baseline-{outcome}"
     folder.mkdir()
     (folder / "run.json").write_text(json.dumps({"protocol_identity": protocol_identity()}))
     record: dict[str, Any] = {"case": "libero_object-00", "outcome": outcome,
-                              "entry": {"suite": "libero_object"}}
+                              "entry": {"suite": "libero_object"},
+                              "identity": {"renderer": renderer}}
     (folder / "results.jsonl").write_text(json.dumps(record) + "\n")
     return folder
 
@@ -169,11 +180,13 @@ def baseline(pytester: pytest.Pytester, outcome: str) -> Path:
     ids=["min-pass", "min-fail", "baseline-pass", "baseline-fail"],
 )
 def test_gates_set_the_exit_code(
-    pytester: pytest.Pytester, workers: list[str], gate: Any, expected: pytest.ExitCode
+    pytester: pytest.Pytester, workers: list[str], gate: Any, expected: pytest.ExitCode,
+    this_renderer: dict[str, Any],
 ) -> None:
     if isinstance(gate, str):
         # One flip success->failure has one-sided p = 0.5; at level 0.6 that is "worse".
-        gate = [f"--libero-baseline={baseline(pytester, gate.split('-')[1])}",
+        folder = baseline(pytester, gate.split('-')[1], this_renderer)
+        gate = [f"--libero-baseline={folder}",
                 "--libero-baseline-alpha=0.6"]
     result = pytester.runpytest_subprocess("--libero-profile=zero", *ONE_CASE, *tiny(1, 1),
                                            *gate, *workers)
