@@ -205,6 +205,10 @@ def record_problem(data: Any) -> str | None:
     entry = data["entry"]
     if not isinstance(entry.get("suite"), str) or type(entry.get("index", 0)) is not int:
         return "'entry' lacks its suite (text), or its index is not an integer"
+    files = (data.get("evidence") or {}).get("files")
+    if files is not None and (not isinstance(files, dict)
+                              or not all(isinstance(m, dict) for m in files.values())):
+        return "'evidence.files' is not a table of files"
     for counter in _COUNTERS:
         if type(data.get("counters", {}).get(counter, 0)) is not int:
             return f"'counters.{counter}' is not an integer"
