@@ -77,7 +77,7 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     if missing:
         raise SetupError(f"{where}: run.json lacks {', '.join(missing)}; it was not written "
                          "by pytest-libero, or it is damaged")
-    wrong = _wrong_types(run, plan)
+    wrong = _wrong_types(run)
     if wrong:
         raise SetupError(f"{where}: run.json's {wrong}; {DAMAGED}")
     schema = record_schema(run)
@@ -93,7 +93,7 @@ def _type(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _wrong_types(run: dict[str, Any], plan: bool) -> str | None:
+def _wrong_types(run: dict[str, Any]) -> str | None:
     """The first run.json field a command reads that has the wrong type, or None."""
     if not isinstance(run["protocol_identity"], str):
         return f"protocol_identity is a {_type(run['protocol_identity'])}, not text"
@@ -109,20 +109,20 @@ def _wrong_types(run: dict[str, Any], plan: bool) -> str | None:
     if sources is not None and (not isinstance(sources, list)
                                 or not all(isinstance(s, str) for s in sources)):
         return "merged_from is not a list of folders"
-    if not plan:
+    plan_ = run.get("plan")
+    if not isinstance(plan_, dict):  # only a baseline reads a run.json without its plan
         return None
-    plan_ = run["plan"]
-    cases = plan_["selection_cases"]
+    cases = plan_.get("selection_cases", [])
     if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
         return "plan.selection_cases is not a list of case ids"
-    profile = plan_["profile"]
+    profile = plan_.get("profile", {"name": ""})
     if not isinstance(profile, dict) or not isinstance(profile.get("name"), str):
         return "plan.profile has no name"
-    if "adapter" in plan_ and not isinstance(plan_["adapter"], str):
+    if not isinstance(plan_.get("adapter", ""), str):
         return f"plan.adapter is a {_type(plan_['adapter'])}, not an adapter name"
-    if not isinstance(plan_["selection"], dict):
+    if not isinstance(plan_.get("selection", {}), dict):
         return f"plan.selection is a {_type(plan_['selection'])}, not a table"
-    shard = plan_["shard"]
+    shard = plan_.get("shard")
     if shard is not None and (not isinstance(shard, list) or len(shard) != 2
                               or not all(type(n) is int for n in shard)):
         return "plan.shard is not null or [index, count]"
