@@ -238,11 +238,11 @@ def verify_run(
         say(f"renderer here: {describe(here)} ({standing(here)})")
     for use in renderer_uses(replays):
         if use.renderer is None and backend:
-            say(f"note: {backend} for {use.text()}; images are not compared, encoders, "
-                "outcome and counters are")
+            say(f"note: {backend} for {clipped(use.text())}; images are not compared, "
+                "encoders, outcome and counters are")
         elif use.renderer is not None and not same(use.renderer, here):
-            say(f"note: renderer differs (run: {use.text()}, here: {describe(here)}); those "
-                "cases' images are not compared, the rest is re-executed")
+            say(f"note: renderer differs (run: {clipped(use.text())}, here: {describe(here)}); "
+                "those cases' images are not compared, the rest is re-executed")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
     counts = {status: sum(v.status == status for v in ordered)

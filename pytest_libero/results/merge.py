@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import clipped
 from pytest_libero.results.folder import RunFolder, new_run_id
 from pytest_libero.results.renderers import conflict, joined, renderer_summary, renderer_uses
 from pytest_libero.results.run_reader import read_run, shown
@@ -60,7 +61,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
     mixed = conflict(joined(*(renderer_uses(found, where=str(folder))
                               for folder, found in zip(folders, per_folder))))
     if mixed:
-        raise SetupError(f"cannot merge {', '.join(map(str, folders))}: {mixed}. A merge "
+        raise SetupError(f"cannot merge {', '.join(map(str, folders))}: {clipped(mixed)}. A merge "
                          "never pools images of different renderers: keep these runs apart")
     selected: list[str] = list(first["plan"]["selection_cases"])
     chosen = set(selected)
