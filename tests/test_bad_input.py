@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import multiprocessing.forkserver  # noqa: F401  (see below)
 import os
 import re
 import shutil
@@ -37,6 +38,10 @@ from harness.runs import run_pytest, run_records
 from pytest_libero import cli
 
 pytest_plugins = ["pytester"]
+# pytester's in-process runs drop the modules a run imported: imported there first,
+# ``multiprocessing.forkserver`` would come back fresh for every row that measures the
+# renderer, each start leaving its forkserver (the simulator loaded, ~700 MB) running
+# until this process ends. Imported here, the rows share one.
 
 ONE_CASE = ("--libero-scope=task_coverage", "--libero-suite=libero_10", "--libero-task-ids=0",
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
