@@ -147,6 +147,10 @@ def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
     if error and error.get("cause") in ("simulator_crash", "simulator_hang"):
         return Verdict(case, NOT_VERIFIABLE, f"the recorded run's simulator failed "
                        f"({error['cause']}): no episode to re-execute")
+    if error and "child_exit" in record:  # the host wrote it: the process wrote none
+        return Verdict(case, NOT_VERIFIABLE, f"the case's process was lost "
+                       f"({shown(error.get('cause'))}) and wrote no record of its own: "
+                       "nothing to check it against")
     folder = read.case_folder(case)
     if folder.problem is not None or folder.episode is None:
         return Verdict(case, NOT_VERIFIABLE, str(folder.problem))
