@@ -170,11 +170,11 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for record in read.records:
         case = shown(record["case"])
         folder = read.case_folder(record["case"])
-        if not folder.readable:
+        if folder.unreadable:
             parser.exit(2, f"pytest-libero safety: {case}: {folder.problem}\n")
         signals = folder.path / SIGNALS_NAME
         recorded = record.get("safety")
-        if recorded is None or not signals.is_file():
+        if recorded is None or not folder.readable or not signals.is_file():
             print(f"{case}: no safety signals")
             continue
         try:

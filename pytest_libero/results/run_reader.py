@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,9 @@ class CaseFolder:
     be usable: ``safety`` needs only its signals file)."""
     source: Path | None = None
     """For a merged folder: the source folder the evidence was found in."""
+    unreadable: bool = False
+    """There, but this user cannot list it: a reason to answer, not a case without
+    evidence."""
 
 
 @dataclass(frozen=True)
@@ -195,8 +198,7 @@ class RunRead:
             candidate = source / CASES / case
             if _exists(candidate):
                 found = read_case_folder(candidate)
-                return CaseFolder(found.path, found.episode, found.problem, found.readable,
-                                  source)
+                return replace(found, source=source)
         return CaseFolder(local, None, f"no case folder {CASES}/{shown(case)} here nor in the "
                           "folders this merge was made from (run.json's merged_from)")
 
@@ -227,7 +229,8 @@ def read_case_folder(path: Path) -> CaseFolder:
             pass
     except OSError as exc:
         return CaseFolder(path, None, f"cannot read the case folder {shown(path)} "
-                          f"({exc.strerror or exc}); give this user read access to it")
+                          f"({exc.strerror or exc}); give this user read access to it",
+                          unreadable=True)
     episode = path / RECORD_NAME
     try:
         raw = episode.read_text(encoding="utf-8")
