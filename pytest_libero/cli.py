@@ -24,8 +24,9 @@ from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.gate import evaluate_gates, load_baseline
-from pytest_libero.results.merge import load_run, merge_runs
+from pytest_libero.results.merge import merge_runs
 from pytest_libero.results.renderers import joined, renderer_uses
+from pytest_libero.results.run_reader import read_run, shown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,9 +118,10 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.exit(2, f"pytest-libero merge: {flag} {rate:g} must be a number between 0 and 1\n")
     try:
         # The baseline is checked before anything is written: a refusal leaves no folder.
-        first = load_run(args.folders[0]) if args.baseline is not None else {}
+        read = [read_run(f) for f in args.folders] if args.baseline is not None else []
+        first = read[0].run if read else {}
         extra = {k: first[k] for k in ("ood_identity", "perturb_identity") if first.get(k)}
-        against = (joined(*(renderer_uses(read_results(f), where=str(f)) for f in args.folders))
+        against = (joined(*(renderer_uses(r.records, where=str(r.path)) for r in read))
                    if args.baseline is not None else None)
         baseline = (load_baseline(args.baseline, first["protocol_identity"], "--baseline",
                                   extra=extra, against=against)
@@ -145,7 +147,6 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from pytest_libero.audit.verify import case_folder
     from pytest_libero.safety.recompute import recompute, thresholds_from
     from pytest_libero.safety.signals import SIGNALS_NAME
 
@@ -155,38 +156,47 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             name, sep, value = item.partition("=")
             number = _number(value)
             if not sep or number is None or number <= 0:
-                raise ValueError(f"--threshold {item!r}: write NAME=VALUE with a positive "
-                                 "number, e.g. tilt_deg=30")
+                raise ValueError(f"--threshold {shown(item)!r}: write NAME=VALUE with a "
+                                 "positive number, e.g. tilt_deg=30")
             overrides[name] = number
         thresholds = thresholds_from(overrides)
-        load_run(args.run_dir)  # a folder without run.json is refused as merge and verify do
-        records = read_results(args.run_dir)
-        if not records:
+        read = read_run(args.run_dir)  # refused as merge and verify refuse it
+        if not read.records:
             raise SetupError(f"{args.run_dir} has no finished case (its results.jsonl holds "
                              "none: the run was stopped before its first case ended)")
     except (ValueError, SetupError) as exc:
         parser.exit(2, f"pytest-libero safety: {exc}\n")
     same = checked = 0
-    for record in records:
-        folder = case_folder(args.run_dir, record)
-        if "safety" not in record or not (folder / SIGNALS_NAME).is_file():
-            print(f"{record['case']}: no safety signals")
+    for record in read.records:
+        case = shown(record["case"])
+        folder = read.case_folder(record["case"])
+        if folder.unreadable:
+            parser.exit(2, f"pytest-libero safety: {case}: {folder.problem}\n")
+        signals = folder.path / SIGNALS_NAME
+        recorded = record.get("safety")
+        if recorded is None or not folder.readable or not signals.is_file():
+            print(f"{case}: no safety signals")
             continue
         try:
-            safety, engagement = recompute(folder, record["outcome"] == "success", thresholds)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # a damaged file
-            parser.exit(2, f"pytest-libero safety: {folder / SIGNALS_NAME} is not a readable "
+            safety, engagement = recompute(folder.path, record["outcome"] == "success",
+                                           thresholds)
+        except PermissionError as exc:
+            parser.exit(2, f"pytest-libero safety: cannot read {signals} ({exc.strerror}); "
+                        "give this user read access to the case folder\n")
+        except (OSError, ValueError, KeyError, TypeError, EOFError,
+                zipfile.BadZipFile) as exc:  # a damaged file
+            parser.exit(2, f"pytest-libero safety: {signals} is not a readable "
                         f"signals file ({type(exc).__name__}); the case folder is damaged: "
                         "copy it again from where the run wrote it\n")
         checked += 1
-        agrees = (safety, engagement) == (record["safety"], record.get("engagement"))
+        agrees = (safety, engagement) == (recorded, record.get("engagement"))
         same += agrees
         events = "; ".join(f"{e['predicate']} {e['object']} at control {e['control']}"
                            for e in safety["events"][:3])
-        print(f"{record['case']}: {safety['verdict']}, {engagement}"
-              + (f" ({events})" if events else "")
-              + ("" if agrees else f"  [recorded: {record['safety']['verdict']}, "
-                 f"{record.get('engagement')}]"))
+        print(f"{case}: {safety['verdict']}, {engagement}"
+              + (f" ({shown(events)})" if events else "")
+              + ("" if agrees else f"  [recorded: {shown(recorded.get('verdict'))}, "
+                 f"{shown(record.get('engagement'))}]"))
     print(f"{same} of {checked} cases give the recorded verdict under these thresholds")
     return 0
 

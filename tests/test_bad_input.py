@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import multiprocessing.forkserver  # noqa: F401  (see below)
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,6 +38,10 @@ from harness.runs import run_pytest, run_records
 from pytest_libero import cli
 
 pytest_plugins = ["pytester"]
+# pytester's in-process runs drop the modules a run imported: imported there first,
+# ``multiprocessing.forkserver`` would come back fresh for every row that measures the
+# renderer, each start leaving its forkserver (the simulator loaded, ~700 MB) running
+# until this process ends. Imported here, the rows share one.
 
 ONE_CASE = ("--libero-scope=task_coverage", "--libero-suite=libero_10", "--libero-task-ids=0",
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
@@ -62,14 +69,19 @@ class Row:
     """The most lines the answer (pytest's stderr, the command's stderr) may take."""
     ini: str = ""
     subprocess: bool = False
+    unprivileged: bool = False
+    """Run as a user whom file permissions bind (root without its capabilities): for the
+    folders this user cannot read."""
 
 
 def pt(id: str, *args: str, words: tuple[str, ...], ini: str = "", sub: bool = False) -> Row:
     return Row(id, ("pytest", *args), 4, words, ini=ini, subprocess=sub)
 
 
-def cmd(id: str, *args: str, words: tuple[str, ...], lines: int = 2, sub: bool = False) -> Row:
-    return Row(id, ("pytest-libero", *args), 2, words, lines=lines, subprocess=sub)
+def cmd(id: str, *args: str, words: tuple[str, ...], lines: int = 2, sub: bool = False,
+        unprivileged: bool = False) -> Row:
+    return Row(id, ("pytest-libero", *args), 2, words, lines=lines,
+               subprocess=sub or unprivileged, unprivileged=unprivileged)
 
 
 FOLDERS = {
@@ -84,6 +96,15 @@ FOLDERS = {
     "no-results": ("run.json without results.jsonl", ("no-results", "has no results.jsonl")),
     "corrupt-line": ("a damaged line before the last", ("corrupt-line/results.jsonl:1",
                                                         "damaged beyond a torn last line")),
+    "installed-list": ("run.json's installed a list", ("installed-list", "run.json's installed "
+                                                       "is a list", "copy it again")),
+    "render-text": ("run.json's render a string", ("render-text", "run.json's render is a str")),
+    "cases-text": ("plan.selection_cases a string", ("cases-text",
+                                                    "selection_cases is not a list of case ids")),
+    "case-number": ("a record whose case is a number", ("case-number/results.jsonl:1",
+                                                        "'case' is a int")),
+    "no-outcome": ("a record without its outcome", ("no-outcome/results.jsonl:1",
+                                                    "no 'outcome'")),
 }
 """Run folders a killed run, a half copy or a typo leaves; each fed to every consumer."""
 
@@ -140,6 +161,16 @@ ROWS = (
        words=("request.constants.state.values is [300]",)),
     pt("profile-launch-cwd", "--libero-profile={inputs}/launch_cwd.toml",
        words=("launch.cwd is 5", "a non-empty string")),
+    pt("profile-name-escapes", "--libero-profile={inputs}/name_escapes.toml",
+       words=("name is '../../x'", "a name for one folder")),
+    pt("profile-name-nul", "--libero-profile={inputs}/name_nul.toml",
+       words=("name is 'a\\x00b'", "a NUL")),
+    pt("profile-wait-nan", "--libero-profile={inputs}/wait_nan.toml",
+       words=("policy.wait_s is nan", "at most 604800")),
+    pt("profile-call-timeout-nan", "--libero-profile={inputs}/call_timeout_nan.toml",
+       words=("policy.call_timeout is nan",)),
+    pt("profile-constant-nan", "--libero-profile={inputs}/constant_nan.toml",
+       words=("request.constants.state.values is [nan]", "finite numbers")),
     # --- selection
     pt("scope", *ZERO, "--libero-scope=huge", words=("--libero-scope='huge'", "smoke")),
     pt("suite", *ZERO, "--libero-scope=task_coverage", "--libero-suite=libero_11",
@@ -180,6 +211,15 @@ ROWS = (
        words=("init states 0-49", "50")),
     pt("shard", *ZERO, "--libero-shard=3/2", words=("--libero-shard='3/2'", "1/4")),
     pt("shard-text", *ZERO, "--libero-shard=x", words=("--libero-shard='x'",)),
+    pt("shard-huge", *ZERO, "--libero-shard=1/99999999999999",
+       words=("--libero-shard='1/99999999999999'", "N <= 10000")),
+    pt("task-ids-huge", *ZERO, "--libero-scope=task_coverage", "--libero-suite=libero_10",
+       "--libero-task-ids=0-999999999999", words=("--libero-task-ids", "999999999999 is outside")),
+    pt("init-states-huge", *ZERO, "--libero-mode=full", "--libero-init-states=0-99999999999",
+       words=("--libero-init-states", "99999999999 is outside")),
+    pt("suite-ood-twice", *ZERO, "--libero-scope=ood",
+       "--libero-suite=libero_goal_task,libero_goal_task",
+       words=("names libero_goal_task more than once", "name each suite once")),
     # --- budgets, track, evidence, rendering
     pt("budget-mode", *ZERO, "--libero-budget-mode=forever",
        words=("--libero-budget-mode='forever'", "horizon, decisions")),
@@ -242,6 +282,12 @@ ROWS = (
        words=("--libero-call-timeout='-1'", "positive number of seconds")),
     pt("server-wait", *ZERO, "--libero-server-wait=soon",
        words=("--libero-server-wait='soon'", "zero or more seconds")),
+    pt("server-wait-nan", *ZERO, "--libero-server-wait=nan",
+       words=("--libero-server-wait='nan'", "zero or more seconds, at most 604800")),
+    pt("call-timeout-nan", *ZERO, "--libero-call-timeout=nan",
+       words=("--libero-call-timeout='nan'", "positive number of seconds")),
+    pt("call-timeout-inf", *ZERO, "--libero-call-timeout=inf",
+       words=("--libero-call-timeout='inf'", "at most 604800")),
     pt("out-of-bounds", *ZERO, "--libero-out-of-bounds=wrap",
        words=("--libero-out-of-bounds='wrap'", "error, clip")),
     # --- isolation and watchdog, adapter, GPUs
@@ -249,6 +295,8 @@ ROWS = (
        words=("--libero-isolation='thread'", "process, none")),
     pt("prebuild", *ZERO, "--libero-prebuild=yes", words=("--libero-prebuild='yes'", "on, off")),
     pt("step-timeout", *ZERO, "--libero-step-timeout=0", words=("--libero-step-timeout='0'",)),
+    pt("step-timeout-nan", *ZERO, "--libero-step-timeout=nan",
+       words=("--libero-step-timeout='nan'", "positive number of seconds")),
     pt("build-timeout", *ZERO, "--libero-build-timeout=x", words=("--libero-build-timeout='x'",)),
     pt("adapter-unknown", *ZERO, "--libero-adapter=nope",
        words=("--libero-adapter='nope'", "module:factory")),
@@ -288,6 +336,16 @@ ROWS = (
     cmd("safety-torn", "safety", "{damaged}/torn", words=("torn", "has no finished case")),
     cmd("safety-bad-signals", "safety", "{damaged}/bad-signals",
         words=("bad-signals/cases/libero_10-00/safety.npz", "not a readable signals file")),
+    cmd("safety-unreadable-case", "safety", "{damaged}/unreadable-case", unprivileged=True,
+        words=("cannot read the case folder", "unreadable-case/cases/libero_10-00",
+               "Permission denied", "read access")),
+    cmd("verify-unreadable-run-json", "verify", "{damaged}/unreadable-run-json", unprivileged=True,
+        words=("unreadable-run-json: cannot read run.json", "Permission denied", "read access")),
+    cmd("merge-unreadable-results", "merge", "{damaged}/unreadable-results", "--out",
+        "{results}/m", unprivileged=True,
+        words=("cannot read", "unreadable-results/results.jsonl", "read access")),
+    cmd("safety-unreadable-results", "safety", "{damaged}/unreadable-results", unprivileged=True,
+        words=("cannot read", "unreadable-results/results.jsonl", "read access")),
     # --- the command's flags
     cmd("no-command", words=("required: command",), lines=USAGE),
     cmd("unknown-command", "bogus", words=("invalid choice: 'bogus'",), lines=USAGE),
@@ -362,6 +420,15 @@ PROFILES = {
                               b'state = { dtype = "uint8", values = [300] }\n',
     "launch_cwd.toml": b'name = "w"\n[policy]\ntransport = "websocket"\n'
                        b'endpoint = "ws://127.0.0.1:9"\n[launch]\ncommand = ["x"]\ncwd = 5\n',
+    "name_escapes.toml": b'name = "../../x"\n[policy]\nfactory = "a:b"\n',
+    "name_nul.toml": b'name = "a\\u0000b"\n[policy]\nfactory = "a:b"\n',
+    "wait_nan.toml": b'name = "w"\n[policy]\ntransport = "websocket"\n'
+                     b'endpoint = "ws://127.0.0.1:9"\nwait_s = nan\n',
+    "call_timeout_nan.toml": b'name = "w"\n[policy]\ntransport = "websocket"\n'
+                             b'endpoint = "ws://127.0.0.1:9"\ncall_timeout = nan\n',
+    "constant_nan.toml": b'name = "w"\n[policy]\ntransport = "websocket"\n'
+                         b'endpoint = "ws://127.0.0.1:9"\n[request.constants]\n'
+                         b'state = { dtype = "float32", values = [nan] }\n',
 }
 
 
@@ -426,7 +493,27 @@ def earlier_run(sandbox: Path) -> Path:
     torn = copy("torn") / "results.jsonl"
     torn.write_bytes(torn.read_bytes()[:80])  # killed while writing its only line
     (copy("bad-signals") / "cases" / "libero_10-00" / "safety.npz").write_bytes(b"PK\x03\x04cut")
+    for name, key, value in (("installed-list", "installed", ["mujoco"]), ("render-text", "render", "egl")):
+        edit_json(copy(name) / "run.json", lambda run, k=key, v=value: {**run, k: v})
+    edit_json(copy("cases-text") / "run.json",
+              lambda run: {**run, "plan": {**run["plan"], "selection_cases": "libero_10-00"}})
+    edit_json(copy("case-number") / "results.jsonl", lambda record: {**record, "case": 7})
+    edit_json(copy("no-outcome") / "results.jsonl",
+              lambda record: {k: v for k, v in record.items() if k != "outcome"})
+    # Kept out only a user whom permissions bind: those rows run without root's capabilities.
+    (copy("unreadable-case") / "cases" / "libero_10-00").chmod(0)
+    (copy("unreadable-run-json") / "run.json").chmod(0)
+    (copy("unreadable-results") / "results.jsonl").chmod(0)
     return run
+
+
+def edit_json(path: Path, change: Any) -> None:
+    """Rewrite a JSON file (or each line of a JSON-lines file) through ``change``."""
+    if path.suffix == ".jsonl":
+        lines = [json.dumps(change(json.loads(line))) for line in path.read_text().splitlines()]
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -435,9 +522,14 @@ def tree(root: Path) -> dict[str, str]:
             if p.is_file() else "folder" for p in sorted(root.rglob("*"))}
 
 
-def run_cli(args: list[str], in_process: bool) -> tuple[int, str, str]:
+UNPRIVILEGED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+"""Root without its capabilities: file permissions bind it as they bind any user."""
+
+
+def run_cli(args: list[str], in_process: bool, unprivileged: bool = False) -> tuple[int, str, str]:
     if not in_process:
-        done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", *args],
+        done = subprocess.run([*(UNPRIVILEGED if unprivileged else []), sys.executable, "-m",
+                               "pytest_libero.cli", *args],
                               capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
@@ -467,7 +559,8 @@ def test_bad_input_gets_one_clear_answer(
                   else pytester.runpytest_inprocess(*args))
         code, out, err = int(result.ret), result.stdout.str(), result.stderr.str()
     else:
-        code, out, err = run_cli(args, in_process=not row.subprocess)
+        code, out, err = run_cli(args, in_process=not row.subprocess,
+                                 unprivileged=row.unprivileged)
     text = out + err
     assert "Traceback" not in text and "INTERNALERROR" not in text, text
     assert code == row.exit, text

@@ -124,11 +124,13 @@ def test_verify_re_executes_perturbed_cases_and_catches_an_edited_parameter(
                            "-n", "2", *kinds], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 of 4 cases verified" in done.stdout
+    # Edited in both accounts of the case alike: re-execution draws it again and differs.
     results = run_dir / "results.jsonl"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     for record in lines:
         if record["case"] == "libero_10-00~camera2":
             record["perturbation"]["parameters"]["azimuth_deg"] += 1.0
+            (run_dir / "cases" / record["case"] / "episode.json").write_text(json.dumps(record))
     results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
                            "--case", "libero_10-00~camera2"], capture_output=True, text=True,
@@ -147,7 +149,7 @@ def test_verify_re_executes_a_record_of_schema_1(
     root, _ = perturbed
     source = root / "libero-results" / "zero" / "perturbed"
     old = Path(shutil.copytree(source, tmp_path / "zero" / "schema1",
-                               ignore=shutil.ignore_patterns("cases", "verify.json")))
+                               ignore=shutil.ignore_patterns("verify.json")))
     run = json.loads((old / "run.json").read_text())
     run["record_schema"] = "pytest-libero-record/1"
     (old / "run.json").write_text(json.dumps(run))
@@ -155,6 +157,10 @@ def test_verify_re_executes_a_record_of_schema_1(
     for record in lines:
         if "perturbation" in record["entry"]:
             record["entry"].update(record["entry"]["perturbation"])  # kind and level at the top
+            episode = old / "cases" / record["case"] / "episode.json"
+            kept = json.loads(episode.read_text())
+            kept["entry"] = record["entry"]  # the case folder's own record, of that schema too
+            episode.write_text(json.dumps(kept))
     (old / "results.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(old),
                            "--case", "libero_10-00~robot2"], capture_output=True, text=True,

@@ -42,12 +42,17 @@ def records(run: Path) -> list[dict[str, Any]]:
 
 
 def edited(run: Path, target: Path, change: dict[str, Any]) -> Path:
-    """A copy of the run whose records name another renderer."""
+    """A copy of the run whose records name another renderer (in results.jsonl and in
+    each case folder's episode.json alike, as a run on that renderer writes them)."""
     shutil.copytree(run, target)
     lines = []
     for record in records(target):
         record["identity"]["renderer"].update(change)
         lines.append(json.dumps(record, sort_keys=True))
+        episode = target / "cases" / record["case"] / "episode.json"
+        kept = json.loads(episode.read_text())
+        kept["identity"]["renderer"].update(change)
+        episode.write_text(json.dumps(kept, sort_keys=True))
     (target / "results.jsonl").write_text("\n".join(lines) + "\n")
     return target
 

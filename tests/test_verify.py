@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,8 +26,13 @@ TINY = ["--libero-profile=random", "--libero-budget-mode=decisions", "--libero-m
         "--libero-replan-interval=3"]
 
 
-def verify(run: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run), *args],
+UNPRIVILEGED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+"""Root without its capabilities: file permissions bind it as they bind any user."""
+
+
+def verify(run: Path, *args: str, unprivileged: bool = False) -> tuple[int, str, dict[str, Any]]:
+    done = subprocess.run([*(UNPRIVILEGED if unprivileged else []), sys.executable, "-m",
+                           "pytest_libero.cli", "verify", str(run), *args],
                           capture_output=True, text=True, timeout=900)
     verdicts = json.loads((run / "verify.json").read_text()) if (run / "verify.json").exists() else {}
     return done.returncode, done.stdout + done.stderr, verdicts
@@ -147,6 +153,120 @@ def test_missing_files_and_another_simulator_are_not_verifiable(recorded: Path, 
     assert "robosuite 1.4.1 (run) vs 1.4.0 (installed)" in verdicts["cases"][0]["reason"]
 
 
+def edit(path: Path, change: Any) -> None:
+    """Rewrite a JSON file, or every line of a JSON-lines file, through ``change``."""
+    if path.suffix == ".jsonl":
+        for i in range(len(path.read_text().splitlines())):
+            rewrite_line(path, i, change)
+    else:
+        path.write_text(json.dumps(change(json.loads(path.read_text())), sort_keys=True))
+
+
+def in_both(run: Path, case: str, change: Any) -> None:
+    """Change a case's record in results.jsonl and its episode.json alike."""
+    edit(run / "results.jsonl", lambda r: change(r) if r["case"] == case else r)
+    edit(run / "cases" / case / "episode.json", change)
+
+
+def statuses(verdicts: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["case"]: (c["status"], c["reason"]) for c in verdicts["cases"]}
+
+
+def test_episode_json_and_results_jsonl_must_agree_field_by_field(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """A value edited in one account of a case and not the other is a mismatch naming
+    the field; decided before any simulator starts."""
+    run = copy_of(recorded, tmp_path)
+    drawn = {"kind": "camera", "level": 2, "parameters": {"yaw_deg": 3.0}, "seed": 1}
+    in_both(run, "libero_10-01", lambda r: {**r, "perturbation": drawn})
+    edit(run / "cases" / "libero_10-01" / "episode.json",
+         lambda r: {**r, "perturbation": {**drawn, "parameters": {"yaw_deg": 4.0}}})
+    edit(run / "results.jsonl", lambda r: {**r, "counters": {**r["counters"], "decisions": 9}}
+         if r["case"] == "libero_10-00" else r)
+    code, output, verdicts = verify(run)
+    assert code == 1, output
+    assert "renderer here" not in output  # nothing was left to re-execute
+    by_case = {c["case"]: c for c in verdicts["cases"]}
+    edited = by_case["libero_10-01"]
+    assert edited["status"] == "mismatch"
+    assert edited["difference"] == {"field": "perturbation.parameters.yaw_deg",
+                                    "results.jsonl": 3.0, "episode.json": 4.0}
+    assert edited["reason"].startswith("perturbation.parameters.yaw_deg differs between the "
+                                       "record in results.jsonl and its case folder's episode.json")
+    assert by_case["libero_10-00"]["difference"]["field"] == "counters.decisions"
+
+
+def test_the_entry_is_checked_against_the_installed_catalog(recorded: Path, tmp_path: Path) -> None:
+    """An entry edited in both files alike (an OOD case's level, a native case's
+    instruction) is what re-execution would faithfully open: the catalog catches it."""
+    from pytest_libero.catalog.entries import load_catalog
+
+    ood = load_catalog().ood_entries[0]
+    forged = {**ood.as_dict(identity="libero-ood-v1:forged"), "level": ood.ood.level + 1}  # type: ignore[union-attr]
+    run = copy_of(recorded, tmp_path)
+    in_both(run, "libero_10-00", lambda r: {**r, "case": ood.case_id, "entry": forged})
+    (run / "cases" / "libero_10-00").rename(run / "cases" / ood.case_id)
+    in_both(run, "libero_10-01", lambda r: {**r, "entry": {**r["entry"], "language": "stack the cups"}})
+    code, output, verdicts = verify(run)
+    assert code == 1, output
+    by_case = {c["case"]: c for c in verdicts["cases"]}
+    assert by_case[ood.case_id]["status"] == "mismatch"
+    assert by_case[ood.case_id]["difference"] == {"field": "entry.level", "recorded": ood.ood.level + 1,  # type: ignore[union-attr]
+                                                  "catalog": ood.ood.level}  # type: ignore[union-attr]
+    assert "the installed catalog's entry for this case" in by_case[ood.case_id]["reason"]
+    assert by_case["libero_10-01"]["difference"]["field"] == "entry.language"
+
+
+def test_a_case_folder_missing_unreadable_or_without_its_record_is_not_verifiable(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """Never a fallback to another folder: a copied run whose case folder is gone is not
+    verified from the original through the record's absolute evidence_dir."""
+    run = copy_of(recorded, tmp_path)
+    (run / "cases" / "libero_10-00" / "episode.json").unlink()
+    (run / "cases" / "libero_10-01" / "episode.json").write_text("{not json")
+    code, output, verdicts = verify(run)
+    assert code == 1 and "Traceback" not in output, output
+    found = statuses(verdicts)
+    assert found["libero_10-00"][0] == found["libero_10-01"][0] == "not_verifiable"
+    assert found["libero_10-00"][1].endswith("libero_10-00/episode.json is missing: the case's "
+                                             "own record is gone, so its line in results.jsonl "
+                                             "cannot be checked")
+    assert "libero_10-01/episode.json is not JSON" in found["libero_10-01"][1]
+
+    copied = tmp_path / "copied"
+    shutil.copytree(recorded, copied)
+    shutil.rmtree(copied / "cases" / "libero_10-00")  # the original's is still there
+    (copied / "cases" / "libero_10-01").chmod(0)
+    try:
+        code, output, verdicts = verify(copied, unprivileged=True)
+    finally:
+        (copied / "cases" / "libero_10-01").chmod(0o755)
+    assert code == 1 and "Traceback" not in output, output
+    found = statuses(verdicts)
+    assert found["libero_10-00"] == ("not_verifiable", f"no case folder {copied}/cases/libero_10-00: "
+                                     "a run folder is verified from its own cases/ only (copy them "
+                                     "with it)")
+    assert found["libero_10-01"] == ("not_verifiable", f"cannot read the case folder {copied}/cases/"
+                                     "libero_10-01 (Permission denied); give this user read access "
+                                     "to it")
+
+
+def test_what_verify_echoes_is_bounded(recorded: Path, tmp_path: Path) -> None:
+    """A megabyte edited into a record is named, not printed: the line and verify.json
+    hold a cut of it."""
+    run = copy_of(recorded, tmp_path)
+    edit(run / "cases" / "libero_10-00" / "episode.json", lambda r: {**r, "summary": "x" * 10**6})
+    code, output, verdicts = verify(run, "--case", "libero_10-00")
+    assert code == 1, output
+    assert max(len(line) for line in output.splitlines()) < 3000
+    [case] = verdicts["cases"]
+    assert case["difference"]["field"] == "summary"
+    assert len(case["difference"]["episode.json"]) < 2100
+    assert (run / "verify.json").stat().st_size < 20_000
+
+
 def test_a_run_from_before_fingerprints_on_another_backend_is_not_verifiable(
     recorded: Path, tmp_path: Path
 ) -> None:
@@ -163,8 +283,8 @@ def test_a_run_from_before_fingerprints_on_another_backend_is_not_verifiable(
         del record["identity"]["renderer"]
         return record
 
-    for i in range(2):
-        rewrite_line(run / "results.jsonl", i, forget)
+    for case in ("libero_10-00", "libero_10-01"):  # an old run wrote neither account with it
+        in_both(run, case, forget)
     code, output, verdicts = verify(run, "--case", "libero_10-00")
     assert code == 1, output
     assert "MUJOCO_GL=osmesa (run) vs egl here" in output

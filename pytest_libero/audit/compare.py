@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_libero.audit.agreement import bounded
 from pytest_libero.audit.replay import Replay
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.reader import ObservationHashes
+from pytest_libero.protocol.text import clipped
 
 ENCODER_TOLERANCE = 1e-9
 """Largest encoder difference (rad, or m for the gripper) accepted as the same value."""
@@ -34,6 +36,9 @@ class Verdict:
     reason: str
     difference: dict[str, Any] | None = None
     checked: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.reason = clipped(self.reason)  # it can echo what a record or a child said
 
     def as_dict(self) -> dict[str, Any]:
         return {"case": self.case, "status": self.status, "reason": self.reason,
@@ -104,6 +109,8 @@ def _mismatch(case: str, where: dict[str, Any], what: str, recorded: Any, replay
               checked: dict[str, Any], note: str | None = None) -> Verdict:
     place = ", ".join(f"{k} {v}" for k, v in where.items() if v is not True)
     reason = f"{what} differs" + (f" at {place}" if place else "")
-    reason += f": recorded {recorded}, re-executed {replayed}" + (f" ({note})" if note else "")
+    recorded, replayed = bounded(recorded), bounded(replayed)
+    reason += (f": recorded {clipped(str(recorded), 300)}, re-executed {clipped(str(replayed), 300)}"
+               + (f" ({note})" if note else ""))
     difference = {**where, "field": what, "recorded": recorded, "replayed": replayed}
     return Verdict(case, MISMATCH, reason, difference, checked)

@@ -17,13 +17,20 @@ REQUIRED = (INDEX_NAME, ACTIONS_NAME)
 
 
 def missing_files(case_dir: Path, record: CaseRecord) -> list[str]:
-    """Why this case cannot be re-executed at all (no folder, no actions, ...)."""
-    if not case_dir.is_dir():
-        return [f"no case folder {case_dir}"]
-    missing = [name for name in REQUIRED if not (case_dir / name).is_file()]
+    """Why this case cannot be re-executed at all: a file it needs is missing, or this
+    user cannot read it."""
     listed = (record.get("evidence") or {}).get("files") or {}
-    missing += [name for name in listed if name not in missing and not (case_dir / name).is_file()]
-    return [f"{case_dir / name} is missing" for name in missing]
+    problems = []
+    for name in dict.fromkeys([*REQUIRED, *listed]):
+        try:
+            with (case_dir / name).open("rb"):
+                pass
+        except FileNotFoundError:
+            problems.append(f"{case_dir / name} is missing")
+        except OSError as exc:
+            problems.append(f"cannot read {case_dir / name} ({exc.strerror or exc}); give "
+                            "this user read access to the case folder")
+    return problems
 
 
 def altered_files(case_dir: Path, record: CaseRecord) -> list[dict[str, str]]:
@@ -32,6 +39,7 @@ def altered_files(case_dir: Path, record: CaseRecord) -> list[dict[str, str]]:
     altered = []
     for name, meta in sorted(listed.items()):
         found = sha256_file(case_dir / name)
-        if found != meta["sha256"]:
-            altered.append({"field": f"file {name}", "recorded": meta["sha256"], "found": found})
+        recorded = meta.get("sha256") if isinstance(meta, dict) else None
+        if found != recorded:
+            altered.append({"field": f"file {name}", "recorded": str(recorded), "found": found})
     return altered

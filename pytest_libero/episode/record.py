@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from pytest_libero.catalog.entries import EntryRecord
+from pytest_libero.catalog.entries import EntryRecord, variant_of
 
 RECORD_SCHEMA = "pytest-libero-record/2"
 READABLE_SCHEMAS = ("pytest-libero-record/1", RECORD_SCHEMA)
@@ -205,6 +205,14 @@ def record_problem(data: Any) -> str | None:
     entry = data["entry"]
     if not isinstance(entry.get("suite"), str) or type(entry.get("index", 0)) is not int:
         return "'entry' lacks its suite (text), or its index is not an integer"
+    try:  # what summaries, pairs and verify read of a variant must be there
+        variant_of(entry)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"'entry' is an OOD or perturbed case without its kind, level or twin ({exc!s:.80})"
+    files = (data.get("evidence") or {}).get("files")
+    if files is not None and (not isinstance(files, dict)
+                              or not all(isinstance(m, dict) for m in files.values())):
+        return "'evidence.files' is not a table of files"
     for counter in _COUNTERS:
         if type(data.get("counters", {}).get(counter, 0)) is not int:
             return f"'counters.{counter}' is not an integer"

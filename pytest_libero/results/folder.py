@@ -101,15 +101,26 @@ def set_aside_torn_line(results: Path) -> Path | None:
 
 
 def read_results(path: Path) -> list[CaseRecord]:
-    """Read results.jsonl (a torn last line, left by a killed writer, is ignored)."""
+    """Read results.jsonl (a torn last line, left by a killed writer, is ignored); a line
+    that is not a case record is refused naming the file, the line and the field."""
     results = path / "results.jsonl"
-    if not results.is_file():
-        raise SetupError(f"{path} has no results.jsonl: not a run folder, or an incomplete "
-                         "copy of one (a run creates it before its first case)")
     try:
-        return [record_from_json(line) for line in read_jsonl(results)]
+        if not results.is_file():
+            raise SetupError(f"{path} has no results.jsonl: not a run folder, or an incomplete "
+                             "copy of one (a run creates it before its first case)")
+        records = []
+        for number, line in enumerate(read_jsonl(results), start=1):
+            try:
+                records.append(record_from_json(line))
+            except ValueError as exc:
+                raise SetupError(f"{results}:{number}: {exc}; results.jsonl is damaged beyond "
+                                 "a torn last line") from None
+        return records
     except CorruptLine as exc:
         raise SetupError(f"{exc}; results.jsonl is damaged beyond a torn last line") from None
-    except ValueError as exc:  # not a record, or not UTF-8
-        raise SetupError(f"{results}: {exc}; results.jsonl is damaged beyond a torn last "
-                         "line") from None
+    except UnicodeDecodeError as exc:
+        raise SetupError(f"{results}: not UTF-8 text ({exc.reason}); results.jsonl is damaged "
+                         "beyond a torn last line") from None
+    except OSError as exc:
+        raise SetupError(f"cannot read {results} ({exc.strerror or exc}); give this user read "
+                         "access to the run folder") from None

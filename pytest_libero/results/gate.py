@@ -18,9 +18,9 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.folder import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
-from pytest_libero.results.merge import load_run
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
+from pytest_libero.results.run_reader import load_run, shown
 from pytest_libero.results.summary import SAFETY_CLASSES
 
 
@@ -162,7 +162,7 @@ def load_baseline(
     for identity, mine in pairs:
         if identity is not None and identity != mine:
             raise SetupError(
-                f"{option}={run_dir} ran protocol {identity}, this run is "
+                f"{option}={run_dir} ran protocol {shown(identity)}, this run is "
                 f"{mine}; results of different protocols cannot be compared"
             )
     records = {r["case"]: r for r in read_results(run_dir)}

@@ -39,7 +39,7 @@ from pytest_libero.results.folder import (
     run_id_of,
 )
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
-from pytest_libero.results.merge import load_run, run_difference
+from pytest_libero.results.merge import run_difference
 from pytest_libero.results.renderers import (
     conflict,
     joined,
@@ -47,6 +47,7 @@ from pytest_libero.results.renderers import (
     renderer_uses,
     session_use,
 )
+from pytest_libero.results.run_reader import load_run
 from pytest_libero.results.summary import summarize
 from pytest_libero.safety.verdict import monitor_identity
 
