@@ -27,7 +27,9 @@ from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
-from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS
+from pytest_libero.perturb.contacts import owners, touching
+from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS, SCENE_REDRAWS
+from pytest_libero.perturb.position import displace, displacement, placements, rejections
 from pytest_libero.perturb.scene import (
     change_lights,
     corrupt,
@@ -35,6 +37,7 @@ from pytest_libero.perturb.scene import (
     offset_joints,
     robot_contacts,
 )
+from pytest_libero.perturb.tasks import scene_from_problem
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -204,18 +207,72 @@ class LiberoEpisode:
             self._install_gates()
         self._obs = self._env.set_init_state(state)
         self._perturb("init_state")
-        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
-        for n in range(1, SETTLE_CONTROLS + 1):
-            # Only the last settling control's images are seen: the first observation.
-            self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
-            self._obs, _, _, _ = self._env.step(settle)
-            self.init_controls += 1
+        perturbation = self.entry.perturbation
+        if perturbation is not None and self._scene_kind() is not None:
+            self._settle_scene(state, perturbation.kind, perturbation.level)
+        else:
+            self._settle()
         # The settled physics, hashed: a perturbation that must leave it alone is checked
         # against its twin's (camera, light, noise), and verify's re-execution reaches it.
         self.identity["settled_state_sha256"] = states_sha256(self._env.sim.get_state().flatten())
         self._perturb("settled")
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
+
+    def _settle(self) -> None:
+        """The settling controls; only the last one's images are seen (the first
+        observation)."""
+        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+        self.init_controls = 0
+        for n in range(1, SETTLE_CONTROLS + 1):
+            self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
+            self._obs, _, _, _ = self._env.step(settle)
+            self.init_controls += 1
+
+    def _scene_kind(self) -> str | None:
+        """The entry's perturbation when it moves or adds objects (judged after settling)."""
+        perturbation = self.entry.perturbation
+        return perturbation.kind if perturbation is not None and perturbation.kind in (
+            "position", "environment") else None
+
+    def _settle_scene(self, state: np.ndarray, kind: str, level: int) -> None:
+        """Position and environment: draw, apply, settle and judge; a rejected draw is
+        drawn again, deterministically (the next attempt), from the init state installed
+        anew, and every rejection is recorded (docs/perturbations.md)."""
+        inner = self._env.env
+        scene = scene_from_problem(inner.parsed_problem)
+        roots = {name: obj.root_body for name, obj in inner.objects_dict.items()}
+        fixtures = {name: obj.root_body for name, obj in inner.fixtures_dict.items()}
+        owner = owners(self._env.sim, roots, fixtures)
+        moved, kept = scene.position_subjects()
+        joints = {name: inner.objects_dict[name].joints[-1] for name in moved}
+        # The scene settled unperturbed, once: where each object comes to rest (the init
+        # states hold objects a little above the table) and what touches already.
+        self._obs = self._env.set_init_state(state)
+        self._settle()
+        allowed = touching(self._env.sim, owner)
+        rest = placements(self._env.sim, joints)
+        rejected: list[list[str]] = []
+        for attempt in range(SCENE_REDRAWS + 1):
+            self._obs = self._env.set_init_state(state)
+            drawn = draw("position", level, self._twin_case(), attempt,
+                         {"objects": moved})
+            intended = displace(self._env.sim, joints, drawn)
+            self._settle()
+            problems = rejections(self._env.sim, joints, owner, allowed, rest,
+                                  bool(self._env.check_success()))
+            if not problems:
+                self.identity["perturbation"] = {
+                    **drawn.as_dict(), "rejected": rejected, "kept": kept,
+                    "intended_offset_m": intended,
+                    "displacement": displacement(rest, placements(self._env.sim, joints))}
+                return
+            rejected.append(problems[:4])
+        raise EnvironmentFault(
+            f"{self.entry.case_id}: every one of {SCENE_REDRAWS + 1} drawn placements was "
+            f"rejected after settling (the last: {'; '.join(rejected[-1])}); this task has no "
+            f"room for {kind} level {level}"
+        )
 
     def _perturb(self, after: str) -> None:
         """The entry's generated perturbation, each kind at its moment: camera and light
@@ -235,6 +292,9 @@ class LiberoEpisode:
         elif after == "settled" and kind == "robot":
             self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
                 self._env.sim)
+        elif after == "settled" and kind in ("position", "environment"):
+            self.identity["perturbation"]["robot_contacts_at_first_observation"] = (
+                robot_contacts(self._env.sim))
 
     def _twin_case(self) -> str:
         """The unperturbed case's id: what every draw of this perturbation is seeded by."""
