@@ -24,12 +24,11 @@ import numpy as np
 
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
+from pytest_libero.adapters.scene_kinds import Environment, Position
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
-from pytest_libero.perturb.contacts import owners, touching
 from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS, SCENE_REDRAWS
-from pytest_libero.perturb.position import displace, displacement, placements, rejections
 from pytest_libero.perturb.scene import (
     change_lights,
     corrupt,
@@ -37,7 +36,6 @@ from pytest_libero.perturb.scene import (
     offset_joints,
     robot_contacts,
 )
-from pytest_libero.perturb.tasks import scene_from_problem
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -149,6 +147,7 @@ class LiberoEpisode:
         self._keep = keep
         self._kept: KeptEnvironment | None = None
         self._noise: Perturbation | None = None
+        self._scene: Environment | None = None
         try:
             self._build(control_cap, kept)
         except Exception as exc:
@@ -205,7 +204,7 @@ class LiberoEpisode:
         self._perturb("reset")
         if self.render == "consumed":
             self._install_gates()
-        self._obs = self._env.set_init_state(state)
+        self._obs = self._install(state)
         self._perturb("init_state")
         perturbation = self.entry.perturbation
         if perturbation is not None and self._scene_kind() is not None:
@@ -239,40 +238,41 @@ class LiberoEpisode:
         """Position and environment: draw, apply, settle and judge; a rejected draw is
         drawn again, deterministically (the next attempt), from the init state installed
         anew, and every rejection is recorded (docs/perturbations.md)."""
-        inner = self._env.env
-        scene = scene_from_problem(inner.parsed_problem)
-        roots = {name: obj.root_body for name, obj in inner.objects_dict.items()}
-        fixtures = {name: obj.root_body for name, obj in inner.fixtures_dict.items()}
-        owner = owners(self._env.sim, roots, fixtures)
-        moved, kept = scene.position_subjects()
-        joints = {name: inner.objects_dict[name].joints[-1] for name in moved}
+        scene: Position | Environment
+        if kind == "environment":
+            assert isinstance(self._scene, Environment)
+            scene = self._scene
+        else:
+            scene = Position(self._env)
         # The scene settled unperturbed, once: where each object comes to rest (the init
         # states hold objects a little above the table) and what touches already.
-        self._obs = self._env.set_init_state(state)
+        self._obs = self._install(state)
         self._settle()
-        allowed = touching(self._env.sim, owner)
-        rest = placements(self._env.sim, joints)
+        scene.reference()
         rejected: list[list[str]] = []
         for attempt in range(SCENE_REDRAWS + 1):
-            self._obs = self._env.set_init_state(state)
-            drawn = draw("position", level, self._twin_case(), attempt,
-                         {"objects": moved})
-            intended = displace(self._env.sim, joints, drawn)
-            self._settle()
-            problems = rejections(self._env.sim, joints, owner, allowed, rest,
-                                  bool(self._env.check_success()))
+            self._obs = self._install(state)
+            drawn = draw(kind, level, self._twin_case(), attempt, scene.context())
+            problems = scene.apply(drawn)
             if not problems:
-                self.identity["perturbation"] = {
-                    **drawn.as_dict(), "rejected": rejected, "kept": kept,
-                    "intended_offset_m": intended,
-                    "displacement": displacement(rest, placements(self._env.sim, joints))}
+                self._settle()
+                problems = scene.judge(bool(self._env.check_success()))
+            if not problems:
+                self.identity["perturbation"] = {**drawn.as_dict(), "rejected": rejected,
+                                                 **scene.record()}
                 return
             rejected.append(problems[:4])
         raise EnvironmentFault(
-            f"{self.entry.case_id}: every one of {SCENE_REDRAWS + 1} drawn placements was "
-            f"rejected after settling (the last: {'; '.join(rejected[-1])}); this task has no "
-            f"room for {kind} level {level}"
+            f"{self.entry.case_id}: every one of {SCENE_REDRAWS + 1} draws was rejected "
+            f"(the last: {'; '.join(rejected[-1])}); this task has no room for {kind} "
+            f"level {level}"
         )
+
+    def _install(self, state: np.ndarray) -> dict[str, Any]:
+        """The released init state: natively, or on a model with distractors added."""
+        if isinstance(self._scene, Environment):
+            return dict(self._scene.install(state))
+        return dict(self._env.set_init_state(state))
 
     def _perturb(self, after: str) -> None:
         """The entry's generated perturbation, each kind at its moment: camera and light
@@ -284,6 +284,9 @@ class LiberoEpisode:
         kind, level = perturbation.kind, perturbation.level
         if after == "reset" and kind in ("camera", "light"):
             self._perturb_model(kind, level)
+        elif after == "reset" and kind == "environment":
+            self._scene = Environment(self._env, level, self._twin_case())
+            self._scene.build()
         elif after == "init_state" and kind == "robot":
             self._offset_robot(level)
         elif after == "init_state" and kind == "noise":

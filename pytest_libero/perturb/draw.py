@@ -10,8 +10,8 @@ same perturbation on any machine, and the record keeps the drawn values so a rea
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,8 @@ PLACEMENT_SAMPLES = 24
 of everything by the margin is used (perturb/environment.py)."""
 
 
-def _camera(rng: np.random.Generator, m: Magnitudes, _: Context) -> dict[str, Any]:
+def _camera(rng: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+            _: Context) -> dict[str, Any]:
     signs = rng.choice([-1.0, 1.0], size=4)
     return {
         "azimuth_deg": signs[0] * m["azimuth_deg"],
@@ -62,7 +63,8 @@ def _camera(rng: np.random.Generator, m: Magnitudes, _: Context) -> dict[str, An
     }
 
 
-def _light(rng: np.random.Generator, m: Magnitudes, _: Context) -> dict[str, Any]:
+def _light(rng: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+           _: Context) -> dict[str, Any]:
     signs = rng.choice([-1.0, 1.0], size=2)
     return {
         "intensity_factor": 1.0 + signs[0] * m["intensity"],
@@ -73,17 +75,20 @@ def _light(rng: np.random.Generator, m: Magnitudes, _: Context) -> dict[str, Any
     }
 
 
-def _robot(rng: np.random.Generator, m: Magnitudes, _: Context) -> dict[str, Any]:
+def _robot(rng: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+           _: Context) -> dict[str, Any]:
     direction = rng.uniform(-1.0, 1.0, 7)
     return {"joint_offsets_rad": [float(v) for v in
                                   direction / np.abs(direction).max() * m["offset_rad"]]}
 
 
-def _noise(_: np.random.Generator, m: Magnitudes, __: Context) -> dict[str, Any]:
+def _noise(_: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+           __: Context) -> dict[str, Any]:
     return {"sigma": m["sigma"], "jpeg_quality": int(m["jpeg_quality"])}
 
 
-def _position(rng: np.random.Generator, m: Magnitudes, context: Context) -> dict[str, Any]:
+def _position(rng: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+              context: Context) -> dict[str, Any]:
     """One direction per moved object, in the order of their sorted names."""
     objects = sorted(context.get("objects", ()))
     angles = rng.uniform(0.0, 360.0, len(objects))
@@ -91,32 +96,37 @@ def _position(rng: np.random.Generator, m: Magnitudes, context: Context) -> dict
             "direction_deg": {name: round(float(a), 6) for name, a in zip(objects, angles)}}
 
 
-def _environment(rng: np.random.Generator, m: Magnitudes, context: Context) -> dict[str, Any]:
-    """Which installed objects join the scene and where they may stand (fractions of the
-    table's free area, resolved by perturb/environment.py), and from level 2 on which
-    installed texture the table, the floor and the walls get."""
+def _environment(rng: np.random.Generator, first: np.random.Generator, m: Magnitudes,
+                 context: Context) -> dict[str, Any]:
+    """Which installed objects join the scene and, from level 2 on, which installed
+    texture the table, the floor and the walls get (drawn by the first attempt's
+    generator: the scene is built once), and where each object may stand (fractions of
+    the area around the task, resolved by perturb/environment.py; redrawn per attempt)."""
     candidates = sorted(context.get("candidates", ()))
     count = int(m["distractors"])
     if len(candidates) < count:
         raise ValueError(f"{count} distractors asked, {len(candidates)} installed objects left")
-    chosen = [candidates[i] for i in rng.choice(len(candidates), size=count, replace=False)]
-    spots = rng.uniform(0.0, 1.0, (count, PLACEMENT_SAMPLES, 3))
+    chosen = [candidates[i] for i in first.choice(len(candidates), size=count, replace=False)]
     textures: dict[str, str] = {}
     if m["textures"]:
         names = sorted(context.get("textures", ()))
-        picked = rng.choice(len(names), size=3, replace=False)
+        picked = first.choice(len(names), size=3, replace=False)
         textures = {part: names[i] for part, i in zip(("table", "floor", "wall"), picked)}
+    spots = rng.uniform(0.0, 1.0, (count, PLACEMENT_SAMPLES, 3))
     return {"distractors": chosen, "margin_m": m["margin_m"],
             "spots": [[[round(float(u), 6), round(float(v), 6), round(float(w) * 360.0, 4)]
                        for u, v, w in row] for row in spots],
             "textures": textures}
 
 
-DRAWS: dict[str, Callable[[np.random.Generator, Magnitudes, Context], dict[str, Any]]] = {
+Draw = Callable[[np.random.Generator, np.random.Generator, Magnitudes, Context], dict[str, Any]]
+"""A kind's drawing function: the attempt's generator, the first attempt's, the level's
+magnitudes, the scene's names."""
+DRAWS: dict[str, Draw] = {
     "camera": _camera, "light": _light, "robot": _robot, "noise": _noise,
     "position": _position, "environment": _environment,
 }
-"""Each kind's drawing function: the generator, the level's magnitudes, the scene's names."""
+"""Each kind's drawing function; a new kind registers its own here."""
 
 
 def draw(kind: str, level: int, case_id: str, attempt: int = 0,
@@ -126,7 +136,8 @@ def draw(kind: str, level: int, case_id: str, attempt: int = 0,
         raise ValueError(f"no perturbation kind {kind!r}")
     seed = seed_of(case_id, kind, level, attempt)
     rng = np.random.Generator(np.random.PCG64(seed))
-    parameters = DRAWS[kind](rng, TABLE[kind][level], context or {})
+    first = np.random.Generator(np.random.PCG64(seed_of(case_id, kind, level, 0)))
+    parameters = DRAWS[kind](rng, first, TABLE[kind][level], context or {})
     parameters = {k: float(v) if isinstance(v, np.floating) else v for k, v in parameters.items()}
     return Perturbation(kind, level, parameters, seed, attempt)
 
