@@ -81,7 +81,8 @@ class Environment:
         self.layout: tuple[dict[str, tuple[int, int, int, int]], int] | None = None
         self.textures: dict[str, Any] = {}
         self._context: dict[str, Any] = {}
-        self.quats: dict[str, np.ndarray] = {}
+        self.turns: dict[str, tuple[Any, Any]] = {}
+        """Each distractor's upright turn (LIBERO's rotation and its axis)."""
         self.placed: dict[str, dict[str, Any]] = {}
 
     def build(self) -> None:
@@ -99,7 +100,8 @@ class Environment:
                 probe = get_object_fn(category)(name=f"probe_{category}")
             except Exception:  # an object whose files the installed assets lack
                 continue
-            if upright(getattr(probe, "rotation", None), getattr(probe, "rotation_axis", None), 0.0) is not None:
+            turn = (getattr(probe, "rotation", None), getattr(probe, "rotation_axis", None))
+            if upright(*turn, 0.0) is not None:
                 usable.append(category)
         textures_dir = Path(get_libero_path("assets")) / "textures"
         xml = inner.model.get_xml()
@@ -111,9 +113,7 @@ class Environment:
         for i, category in enumerate(first.parameters["distractors"], start=1):
             obj = get_object_fn(category)(name=f"{PREFIX}{i}_{category}")
             objects.append(obj)
-            quat = upright(obj.rotation, obj.rotation_axis, 0.0)
-            assert quat is not None
-            self.quats[obj.name] = quat
+            self.turns[obj.name] = (obj.rotation, obj.rotation_axis)
         self.names = [o.name for o in objects]
         sim = self.env.sim
         model = sim.model
@@ -178,13 +178,14 @@ class Environment:
             mine = [g for g in geoms if self.owner[g] == name]
             others = [g for g in geoms if self.owner[g] not in (name, "support")
                       and not (self.owner[g].startswith(PREFIX) and self.owner[g] not in self.placed)]
-            yaw_quats = [upright_from(self.quats[name], s[2]) for s in spots]
             pose = None
-            for spot, quat in zip(spots, yaw_quats):
+            for i, spot in enumerate(spots):
+                quat = upright(*self.turns[name], spot[2])
+                assert quat is not None  # candidates are those with a turn it reads
                 pose = place(mujoco, sim, self.joints[name], mine, others, self.owner, quat,
                              [spot], self.area, self.table_z, drawn.parameters["margin_m"])
                 if pose is not None:
-                    pose["spot"] = spots.index(spot)
+                    pose["spot"] = i
                     break
             if pose is None:
                 problems.append(f"no spot on the table clear of everything for {name}")
@@ -204,21 +205,11 @@ class Environment:
 
     def record(self) -> dict[str, Any]:
         settled = placements(self.env.sim, self.joints)
-        return {"distractors": {name: {**self.placed[name], "settled_pos": [round(v, 6) for v in settled[name]]}
+        return {"distractors": {name: {**self.placed[name],
+                                       "settled_pos": [round(v, 6) for v in settled[name]]}
                                 for name in self.names},
                 "textures_replaced": self.textures,
                 "table_z": round(float(self.table_z or 0.0), 6)}
-
-
-def upright_from(base: np.ndarray, yaw_deg: float) -> np.ndarray:
-    """``base`` turned by ``yaw_deg`` about the vertical."""
-    import math
-
-    half = math.radians(yaw_deg) / 2
-    w1, x1, y1, z1 = math.cos(half), 0.0, 0.0, math.sin(half)
-    w2, x2, y2, z2 = base
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
 def _texture_files_of(xml: str) -> list[str]:

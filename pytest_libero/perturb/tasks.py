@@ -19,8 +19,8 @@ Sexp = str | list["Sexp"]
 
 def _parse(text: str) -> list[Sexp]:
     """The BDDL's s-expressions, comments dropped, atoms lowercased as LIBERO reads them."""
-    tokens = " ".join(line.split(";")[0] for line in text.splitlines())
-    tokens = tokens.replace("(", " ( ").replace(")", " ) ").split()
+    joined = " ".join(line.split(";")[0] for line in text.splitlines())
+    tokens = joined.replace("(", " ( ").replace(")", " ) ").split()
     stack: list[list[Sexp]] = [[]]
     for token in tokens:
         if token == "(":
@@ -138,3 +138,16 @@ def scene_from_problem(parsed: Mapping[str, Any]) -> TaskScene:
 def position_subjects_of(bddl: Path) -> tuple[tuple[str, ...], dict[str, str]]:
     """The position kind's subjects for an installed BDDL file."""
     return scene_from_bddl(bddl.read_text(encoding="utf-8")).position_subjects()
+
+
+def not_applicable(bddl: Path, kind: str) -> str | None:
+    """Why ``kind`` cannot perturb the task of this BDDL (None: it can). Told at
+    collection, so such a case is skipped with the reason instead of run unperturbed."""
+    if kind != "position":
+        return None
+    moved, kept = position_subjects_of(bddl)
+    if moved:
+        return None
+    named = ", ".join(f"{name} ({why})" for name, why in kept.items()) or "only regions"
+    return (f"position cannot apply: the goal names no movable object standing on the table "
+            f"(it names {named})")
