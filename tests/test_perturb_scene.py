@@ -95,8 +95,8 @@ def test_textures_are_swapped_by_name_and_the_state_is_laid_out_by_joint() -> No
     assert np.array_equal(mapped[:9], state[:9])  # time and the native joints' qpos
     assert np.array_equal(mapped[16:23], state[9:16])  # their qvel
     assert np.all(mapped[9:16] == -1.0)  # the added object's pose is the template's
-    quat = upright((np.pi / 2, np.pi / 2), "x", 0.0)
-    assert quat is not None and quat == pytest.approx([np.cos(np.pi / 4), np.sin(np.pi / 4), 0, 0])
+    quat = upright((np.pi / 2, np.pi / 2), "x", 90.0)  # a yaw, as LIBERO's init states hold
+    assert quat is not None and quat == pytest.approx([np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)])
     assert upright({"x": (1, 1)}, None, 0.0) is None
 
 

@@ -102,30 +102,23 @@ def map_state(state: np.ndarray, old: Mapping[str, tuple[int, int, int, int]], o
     return out
 
 
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-
-
 def upright(rotation: Any, axis: Any, yaw_deg: float) -> np.ndarray | None:
-    """The quaternion LIBERO's samplers give an object of this rotation (its fixed turn
-    about ``axis``), turned by ``yaw_deg`` about the vertical; None for a rotation
-    form this does not read."""
+    """The quaternion of an object standing as LIBERO stands it, turned by ``yaw_deg``
+    about the vertical; None for a rotation form this does not read.
+
+    LIBERO's object models are upright as they are: its samplers turn them about the
+    vertical only (the released init states hold pure yaw quaternions for objects with
+    ``rotation_axis`` x), so a plain ``rotation`` number or equal pair is a yaw, and the
+    drawn yaw replaces it. A rotation per axis (a dict) is refused: such objects are not
+    offered as distractors."""
     if isinstance(rotation, (int, float)):
-        angle = float(rotation)
-    elif isinstance(rotation, (tuple, list)) and len(rotation) == 2 and rotation[0] == rotation[1]:
-        angle = float(rotation[0])
-    else:
+        pass
+    elif not (isinstance(rotation, (tuple, list)) and len(rotation) == 2 and rotation[0] == rotation[1]):
         return None
     if axis not in ("x", "y", "z"):
         return None
-    base = np.zeros(4)
-    base[0] = math.cos(angle / 2)
-    base[{"x": 1, "y": 2, "z": 3}[axis]] = math.sin(angle / 2)
-    yaw = math.radians(yaw_deg)
-    return _quat_mul(np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]), base)
+    half = math.radians(yaw_deg) / 2
+    return np.array([math.cos(half), 0.0, 0.0, math.sin(half)])
 
 
 def collision_geoms(model: Any) -> np.ndarray:
