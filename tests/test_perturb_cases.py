@@ -69,7 +69,7 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
         assert record["entry"]["twin"] == "libero_10-00"
         assert record["entry"]["identity"] == perturb_identity("fast")
         assert record["entry"]["language"] == twin["entry"]["language"]
-        assert record["perturbation"]["generator"] == "pytest-libero-perturb/2"
+        assert record["perturbation"]["generator"] == "pytest-libero-perturb/1"
         assert record["safety"]["verdict"] == twin["safety"]["verdict"] == "vacuous"
         # The policy's side of the contract: the same keys, the entry's own instruction.
         assert delivered_keys(record) == delivered_keys(twin)
