@@ -84,6 +84,13 @@ class Environment:
         self.turns: dict[str, tuple[Any, Any]] = {}
         """Each distractor's upright turn (LIBERO's rotation and its axis)."""
         self.placed: dict[str, dict[str, Any]] = {}
+        self.roots: dict[str, str] = {}
+        self.joints: dict[str, str] = {}
+        self.owner: list[str] = []
+        self.allowed: set[tuple[str, str]] = set()
+        self.area = (0.0, 0.0, 0.0, 0.0)
+        """Where spots are drawn: 0.15 m around every task object and fixture (x0, y0, x1, y1)."""
+        self.table_z: float | None = None
 
     def build(self) -> None:
         """Add the drawn distractors and textures to the model and rebuild it once, the
