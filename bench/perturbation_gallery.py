@@ -1,8 +1,10 @@
 """The picture docs/perturbations.md shows: one scene's first delivered agentview image,
-unperturbed and at each kind's levels 1-4 (one row a kind: camera, light, robot, noise).
+unperturbed and at each kind's levels 1-4 (one row a kind). A case that cannot be set up
+(a scene kind with no room) is a black tile, and says why.
 
-    python bench/perturbation_gallery.py                       # libero_10 task 0
-    python bench/perturbation_gallery.py --suite libero_goal --task 3 --out gallery.png
+    python bench/perturbation_gallery.py --kinds camera,light,robot,noise   # libero_10 task 0
+    python bench/perturbation_gallery.py --suite libero_10 --task 3 --kinds position,environment \
+        --out docs/images/perturbations_scene_10-03.png
 """
 
 from __future__ import annotations
@@ -22,29 +24,38 @@ def main() -> int:
     parser.add_argument("--suite", default="libero_10")
     parser.add_argument("--task", type=int, default=0)
     parser.add_argument("--out", type=Path, default=c.ROOT / "docs" / "images" / "perturbations.png")
+    parser.add_argument("--kinds", default=None, help="comma-separated kinds (default: all)")
     args = parser.parse_args()
     c.prepare_simulator()
     from PIL import Image
 
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.perturb.levels import KINDS, LEVELS
+    from pytest_libero.perturb.levels import KINDS as ALL_KINDS
+    from pytest_libero.perturb.levels import LEVELS
+    from pytest_libero.protocol.errors import EnvironmentFault
 
+    kinds = tuple(args.kinds.split(",")) if args.kinds else ALL_KINDS
     twin = c.catalog_entry(args.suite, args.task)
 
     def first_image(case: object) -> np.ndarray:
-        episode = LiberoEpisode(case, track="rgb", control_cap=1)  # type: ignore[arg-type]
+        try:
+            episode = LiberoEpisode(case, track="rgb", control_cap=1)  # type: ignore[arg-type]
+        except EnvironmentFault as exc:
+            print(f"black tile: {exc}")
+            return np.zeros_like(plain)
         try:
             image: np.ndarray = episode.observe(0, 0).images["agentview"]
             return image
         finally:
             episode.close()
 
+    plain = np.zeros((1, 1, 3), dtype=np.uint8)
     plain = first_image(twin)
     rows = [np.concatenate([plain, *(first_image(twin.perturbed(kind, level)) for level in LEVELS)], 1)
-            for kind in KINDS]
+            for kind in kinds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(KINDS) * 160)).save(args.out)
-    print(f"wrote {args.out}: rows {', '.join(KINDS)}; columns: twin, levels {LEVELS}")
+    Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(kinds) * 160)).save(args.out)
+    print(f"wrote {args.out}: rows {', '.join(kinds)}; columns: twin, levels {LEVELS}")
     return 0
 
 

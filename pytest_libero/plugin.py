@@ -38,6 +38,7 @@ from pytest_libero.session import (
     Unattempted,
     case_entry,
     controller_session,
+    perturbation_skip_reason,
     run_case,
     worker_session,
 )
@@ -138,8 +139,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     metafunc.parametrize(
         "libero_entry",
-        [pytest.param(entry, id=entry.case_id) for entry in session.plan.entries],
+        [pytest.param(entry, id=entry.case_id, marks=_inapplicable(entry))
+         for entry in session.plan.entries],
     )
+
+
+def _inapplicable(entry: Entry) -> tuple[pytest.MarkDecorator, ...]:
+    """A skip, with the reason, for a generated perturbation that cannot apply."""
+    reason = perturbation_skip_reason(entry)
+    return () if reason is None else (pytest.mark.skip(reason=reason),)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -24,10 +24,11 @@ import numpy as np
 
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
+from pytest_libero.adapters.scene_kinds import Environment, Position
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
-from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS
+from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS, SCENE_REDRAWS
 from pytest_libero.perturb.scene import (
     change_lights,
     corrupt,
@@ -146,6 +147,7 @@ class LiberoEpisode:
         self._keep = keep
         self._kept: KeptEnvironment | None = None
         self._noise: Perturbation | None = None
+        self._scene: Environment | None = None
         try:
             self._build(control_cap, kept)
         except Exception as exc:
@@ -202,20 +204,75 @@ class LiberoEpisode:
         self._perturb("reset")
         if self.render == "consumed":
             self._install_gates()
-        self._obs = self._env.set_init_state(state)
+        self._obs = self._install(state)
         self._perturb("init_state")
-        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
-        for n in range(1, SETTLE_CONTROLS + 1):
-            # Only the last settling control's images are seen: the first observation.
-            self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
-            self._obs, _, _, _ = self._env.step(settle)
-            self.init_controls += 1
+        perturbation = self.entry.perturbation
+        if perturbation is not None and self._scene_kind() is not None:
+            self._settle_scene(state, perturbation.kind, perturbation.level)
+        else:
+            self._settle()
         # The settled physics, hashed: a perturbation that must leave it alone is checked
         # against its twin's (camera, light, noise), and verify's re-execution reaches it.
         self.identity["settled_state_sha256"] = states_sha256(self._env.sim.get_state().flatten())
         self._perturb("settled")
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
+
+    def _settle(self) -> None:
+        """The settling controls; only the last one's images are seen (the first
+        observation)."""
+        settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+        self.init_controls = 0
+        for n in range(1, SETTLE_CONTROLS + 1):
+            self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
+            self._obs, _, _, _ = self._env.step(settle)
+            self.init_controls += 1
+
+    def _scene_kind(self) -> str | None:
+        """The entry's perturbation when it moves or adds objects (judged after settling)."""
+        perturbation = self.entry.perturbation
+        return perturbation.kind if perturbation is not None and perturbation.kind in (
+            "position", "environment") else None
+
+    def _settle_scene(self, state: np.ndarray, kind: str, level: int) -> None:
+        """Position and environment: draw, apply, settle and judge; a rejected draw is
+        drawn again, deterministically (the next attempt), from the init state installed
+        anew, and every rejection is recorded (docs/perturbations.md)."""
+        scene: Position | Environment
+        if kind == "environment":
+            assert isinstance(self._scene, Environment)
+            scene = self._scene
+        else:
+            scene = Position(self._env)
+        # The scene settled unperturbed, once: where each object comes to rest (the init
+        # states hold objects a little above the table) and what touches already.
+        self._obs = self._install(state)
+        self._settle()
+        scene.reference()
+        rejected: list[list[str]] = []
+        for attempt in range(SCENE_REDRAWS + 1):
+            self._obs = self._install(state)
+            drawn = draw(kind, level, self._twin_case(), attempt, scene.context())
+            problems = scene.apply(drawn)
+            if not problems:
+                self._settle()
+                problems = scene.judge(bool(self._env.check_success()))
+            if not problems:
+                self.identity["perturbation"] = {**drawn.as_dict(), "rejected": rejected,
+                                                 **scene.record()}
+                return
+            rejected.append(problems[:4])
+        raise EnvironmentFault(
+            f"{self.entry.case_id}: every one of {SCENE_REDRAWS + 1} draws was rejected "
+            f"(the last: {'; '.join(rejected[-1])}); this task has no room for {kind} "
+            f"level {level}"
+        )
+
+    def _install(self, state: np.ndarray) -> dict[str, Any]:
+        """The released init state: natively, or on a model with distractors added."""
+        if isinstance(self._scene, Environment):
+            return dict(self._scene.install(state))
+        return dict(self._env.set_init_state(state))
 
     def _perturb(self, after: str) -> None:
         """The entry's generated perturbation, each kind at its moment: camera and light
@@ -227,6 +284,9 @@ class LiberoEpisode:
         kind, level = perturbation.kind, perturbation.level
         if after == "reset" and kind in ("camera", "light"):
             self._perturb_model(kind, level)
+        elif after == "reset" and kind == "environment":
+            self._scene = Environment(self._env, level, self._twin_case())
+            self._scene.build()
         elif after == "init_state" and kind == "robot":
             self._offset_robot(level)
         elif after == "init_state" and kind == "noise":
@@ -235,6 +295,9 @@ class LiberoEpisode:
         elif after == "settled" and kind == "robot":
             self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
                 self._env.sim)
+        elif after == "settled" and kind in ("position", "environment"):
+            self.identity["perturbation"]["robot_contacts_at_first_observation"] = (
+                robot_contacts(self._env.sim))
 
     def _twin_case(self) -> str:
         """The unperturbed case's id: what every draw of this perturbation is seeded by."""

@@ -4,6 +4,11 @@ A level fixes how large a change is; a generator seeded from the case id draws o
 directions (perturb/draw.py). Everything here is hashed into the perturbed cases'
 identity (``libero-perturb-v1``), so changing a magnitude changes what a result means.
 docs/perturbations.md prints the same table.
+
+A new kind is one entry in ``TABLE`` (its levels' magnitudes; ``KINDS`` follows the
+table's order), one drawing function registered in perturb/draw.py's ``DRAWS``, and
+where the adapter applies it. The identity moves with the table; raise ``GENERATOR``
+only when an existing kind's draw changes.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import identity_with
 
 GENERATOR: Final = "pytest-libero-perturb/1"
-"""The drawing code's version: raise it whenever a draw would come out differently."""
+"""The drawing code's version: raise it whenever a draw would come out differently.
+Adding a kind does not: the existing kinds' draws stay byte-identical (old runs still
+verify), and the perturbed identity moves anyway, since it hashes the whole table."""
 PERTURB_SEED: Final = 20261201
 """The one documented seed every draw starts from, with the case id, kind and level."""
-KINDS: Final = ("camera", "light", "robot", "noise")
 LEVELS: Final = (1, 2, 3, 4)
 
 TABLE: Final[dict[str, dict[int, dict[str, float]]]] = {
@@ -56,11 +62,42 @@ TABLE: Final[dict[str, dict[int, dict[str, float]]]] = {
         3: {"sigma": 10.0, "jpeg_quality": 50.0},
         4: {"sigma": 16.0, "jpeg_quality": 30.0},
     },
+    # The task's movable objects standing on the table (those the goal names) each moved
+    # offset_m horizontally from the init state's placement, in a drawn direction per
+    # object, before the settling controls; a draw after which anything touches what it
+    # must not, falls, still moves or already meets the goal is drawn again
+    # (perturb/position.py). LIBERO-PRO's position sweep steps 0.07 m.
+    "position": {
+        1: {"offset_m": 0.03},
+        2: {"offset_m": 0.06},
+        3: {"offset_m": 0.09},
+        4: {"offset_m": 0.12},
+    },
+    # distractors objects from LIBERO's installed ones not in the scene, placed on the
+    # table clear of everything by margin_m; textures 1: the table, floor and walls
+    # retextured with other installed textures (perturb/environment.py).
+    "environment": {
+        1: {"distractors": 1.0, "textures": 0.0, "margin_m": 0.04},
+        2: {"distractors": 2.0, "textures": 1.0, "margin_m": 0.04},
+        3: {"distractors": 3.0, "textures": 1.0, "margin_m": 0.04},
+        4: {"distractors": 4.0, "textures": 1.0, "margin_m": 0.04},
+    },
 }
+KINDS: Final = tuple(TABLE)
+"""The generated kinds, in the table's order (the option's, the reports')."""
 NOISE_CAMERAS: Final = ("agentview", "robot0_eye_in_hand")
 """Which delivered images the noise kind corrupts: both."""
 ROBOT_REDRAWS: Final = 20
 """How many deterministic redraws a robot offset that touches something may take."""
+SCENE_REDRAWS: Final = 12
+"""How many deterministic redraws a position or environment draw that is rejected after
+settling may take (each costs the settling controls again)."""
+SETTLED: Final[dict[str, float]] = {
+    "max_speed_m_s": 0.02,  # an object faster than this after settling is still moving
+    "max_spin_rad_s": 0.5,
+    "max_drop_m": 0.02,     # an object lower than its placement by more has left its support
+}
+"""What "at rest on its support" means for the position and environment kinds."""
 
 
 def parse_perturbations(text: str) -> tuple[tuple[str, int], ...]:
@@ -86,7 +123,8 @@ def parse_perturbations(text: str) -> tuple[tuple[str, int], ...]:
 def level_table() -> dict[str, object]:
     """What the perturbed identity hashes: the generator, the seed and the table."""
     return {"generator": GENERATOR, "seed": PERTURB_SEED, "noise_cameras": list(NOISE_CAMERAS),
-            "robot_redraws": ROBOT_REDRAWS,
+            "robot_redraws": ROBOT_REDRAWS, "scene_redraws": SCENE_REDRAWS,
+            "settled": dict(SETTLED),
             "table": {k: {str(v): dict(p) for v, p in levels.items()} for k, levels in TABLE.items()}}
 
 

@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_libero.catalog.case_id import VARIANT_MARK
-from pytest_libero.catalog.entries import OOD_KINDS, Entry, Variant, variant_of
+from pytest_libero.catalog.entries import (
+    OOD_KINDS,
+    Entry,
+    GeneratedPerturbation,
+    OodSource,
+    Variant,
+    variant_of,
+)
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.perturb.levels import KINDS as PERTURB_KINDS
 from pytest_libero.results.mcnemar import mcnemar_two_sided_p
@@ -84,7 +91,7 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
     if not perturbed:
         return None
     twins = {str(entry_of(r).twin) for r in perturbed}
-    by_kind = _grouped(perturbed, lambda r: _variant(r).kind)
+    by_kind = _grouped(perturbed, lambda r: group_key(_variant(r)))
     levels = {
         kind: {str(level): group_block(rs, records)
                for level, rs in sorted(_grouped(cases, _level).items(), key=lambda kv: int(kv[0]))}
@@ -100,10 +107,25 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
     return {
         "in_distribution": success_rate(records[c] for c in sorted(twins) if c in records),
         "in_distribution_cases": sum(c in records for c in twins),
-        "kinds": {kind: group_block(cases, records) for kind, cases in by_kind.items()},
+        "kinds": {kind: {"source": _source(cases[0]), **group_block(cases, records)}
+                  for kind, cases in by_kind.items()},
         "levels": levels,
         "suites": suites,
     }
+
+
+GENERATED_MARK = "generated:"
+"""Before a generated kind named like one of LIBERO-PRO's (position, environment, ...)."""
+
+
+def group_key(variant: Variant) -> str:
+    """The row a case's rate is pooled into: its kind, and its source where the kind's
+    name is shared. LIBERO-PRO's shipped position suites are ``position`` (as always);
+    the generated position kind is ``generated:position``: the two change the scene in
+    different ways and are never pooled into one rate."""
+    if isinstance(variant, GeneratedPerturbation) and variant.kind in OOD_KINDS:
+        return f"{GENERATED_MARK}{variant.kind}"
+    return variant.kind
 
 
 def suite_key(record: Mapping[str, Any]) -> str:
@@ -122,6 +144,11 @@ def _variant(record: Mapping[str, Any]) -> Variant:
     return variant
 
 
+def _source(record: CaseRecord) -> str:
+    """``libero-pro`` (shipped files) or ``generated`` (drawn at run time)."""
+    return "libero-pro" if isinstance(_variant(record), OodSource) else "generated"
+
+
 def _level(record: CaseRecord) -> str:
     return str(_variant(record).level)
 
@@ -131,5 +158,7 @@ def _grouped(records: Iterable[CaseRecord], key: Callable[[CaseRecord], str]) ->
     groups: dict[str, list[CaseRecord]] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record)
-    rank = {kind: i for i, kind in enumerate((*OOD_KINDS, *PERTURB_KINDS))}
+    order = (*OOD_KINDS, *(k for k in PERTURB_KINDS if k not in OOD_KINDS),
+             *(f"{GENERATED_MARK}{k}" for k in PERTURB_KINDS if k in OOD_KINDS))
+    rank = {kind: i for i, kind in enumerate(order)}
     return dict(sorted(groups.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))

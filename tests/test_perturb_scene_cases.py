@@ -1,0 +1,131 @@
+"""The position and environment kinds on the real simulator: one scene (libero_10-03,
+the black bowl and the cabinet) at each position level, then one small run whose cases
+verify re-executes, catching an edited parameter; a position case with nothing to move
+is skipped at collection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.runs import records_by_case, run_pytest
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.catalog.inventory import installed_files, load_states
+from pytest_libero.perturb.levels import LEVELS, TABLE
+
+pytestmark = pytest.mark.simulator
+
+CASE = "libero_10-03"
+TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
+        "--libero-replan-interval=1", "--libero-track=rgb+proprio"]
+PERTURB = "position:2,environment:3"
+TOLERANCE_M = 0.01
+"""How far an object may slide while settling beyond its drawn offset."""
+
+
+def test_position_levels_on_one_scene() -> None:
+    """Each level's objects end within its offset, touching only what touched before,
+    at rest, the goal not met; the draw and its application repeat byte for byte."""
+    from pytest_libero.adapters.libero import LiberoEpisode
+    from pytest_libero.adapters.scene_kinds import Position
+    from pytest_libero.perturb.contacts import forbidden_contacts, touching
+
+    [entry] = [e for e in load_catalog().entries if e.case_id == CASE]
+    _, states = installed_files(entry.bddl_file, entry.init_states_file)
+    state = np.ascontiguousarray(load_states(states)[0], dtype=np.float64)
+    episode = LiberoEpisode(entry.perturbed("position", 1), track="rgb", control_cap=1,
+                            monitor_safety=False)
+    try:
+        env = episode._env
+        records, settled = {}, {}
+        for level in LEVELS:
+            if level > 1:
+                episode._settle_scene(state, "position", level)
+            record = episode.identity["perturbation"]
+            records[level] = record
+            settled[level] = env.sim.get_state().flatten().tobytes()
+            assert record["kept"] == {"white_cabinet_1": "a fixture"}
+            offset = TABLE["position"][level]["offset_m"]
+            for name, moved in record["displacement"].items():
+                assert abs(moved["horizontal_m"] - offset) <= TOLERANCE_M, (level, name, moved)
+            assert not env.check_success()
+            probe = Position(env)
+            probe.allowed = set()
+            beyond = forbidden_contacts(probe.joints, touching(env.sim, probe.owner), set())
+            assert beyond == {}, (level, beyond)
+            assert record.get("robot_contacts_at_first_observation", []) == []
+        assert len({json.dumps(r["intended_offset_m"]) for r in records.values()}) == len(LEVELS)
+        episode._settle_scene(state, "position", 2)
+        assert episode.identity["perturbation"] == records[2]
+        assert env.sim.get_state().flatten().tobytes() == settled[2]
+    finally:
+        episode.close()
+
+
+@pytest.fixture(scope="module")
+def scene_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("scene")
+    run_pytest(["-q", *TINY, "--libero-scope=development", "--libero-task-ids=3",
+                f"--libero-perturb={PERTURB}", "--libero-run-id=scene"], root, timeout=900)
+    return root, records_by_case(root / "libero-results" / "zero" / "scene")
+
+
+def test_distractors_and_textures_are_placed_at_rest_and_recorded(
+    scene_run: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
+    _, found = scene_run
+    assert sorted(found) == [CASE, f"{CASE}~environment3", f"{CASE}~position2"]
+    twin = found[CASE]
+    for case, record in found.items():
+        assert record["outcome"] == "failure", case  # ran to its cap: the goal did not hold
+        if case != CASE:
+            assert record["entry"]["twin"] == CASE
+            assert record["entry"]["language"] == twin["entry"]["language"]
+            assert record["identity"]["settled_state_sha256"] != twin["identity"]["settled_state_sha256"]
+    three = found[f"{CASE}~environment3"]["perturbation"]
+    assert len(three["distractors"]) == 3 == TABLE["environment"][3]["distractors"]
+    assert {v["part"] for v in three["textures_replaced"].values()} == {"table", "floor", "wall"}
+    for name, placed in three["distractors"].items():
+        assert placed["settled_pos"][2] > three["table_z"] - 0.02, name  # still on the table
+        assert np.hypot(*np.subtract(placed["settled_pos"][:2], placed["pos"][:2])) < 0.01, name
+    assert three["robot_contacts_at_first_observation"] == []
+    moved = found[f"{CASE}~position2"]["perturbation"]["displacement"]["akita_black_bowl_1"]
+    assert abs(moved["horizontal_m"] - TABLE["position"][2]["offset_m"]) <= TOLERANCE_M
+
+
+def test_verify_re_executes_scene_kinds_and_catches_an_edited_parameter(
+    scene_run: tuple[Path, dict[str, dict[str, Any]]],
+) -> None:
+    """One re-execution each: the environment case as recorded (every byte repeats),
+    the position case with its drawn direction edited (caught)."""
+    root, _ = scene_run
+    run_dir = root / "libero-results" / "zero" / "scene"
+    results = run_dir / "results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    for record in lines:
+        if record["case"] == f"{CASE}~position2":
+            record["perturbation"]["parameters"]["direction_deg"]["akita_black_bowl_1"] += 5.0
+    results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
+                           f"--case={CASE}~environment3", f"--case={CASE}~position2"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdicts = {v["case"]: v for v in json.loads((run_dir / "verify.json").read_text())["cases"]}
+    assert verdicts[f"{CASE}~environment3"]["status"] == "verified", verdicts
+    edited = verdicts[f"{CASE}~position2"]
+    assert edited["status"] == "mismatch" and edited["difference"]["field"] == "perturbation"
+
+
+def test_a_position_case_with_nothing_to_move_is_skipped_at_collection(tmp_path: Path) -> None:
+    done = run_pytest(["-q", "-rs", *TINY, "--libero-scope=task_coverage",
+                       "--libero-suite=libero_goal",
+                       "--libero-task-ids=0", "--libero-perturb=position:1", "-k", "position1"],
+                      tmp_path, timeout=300)
+    assert "libero_goal-00~position1: position cannot apply" in done.stdout, done.stdout
+    assert "1 skipped" in done.stdout
