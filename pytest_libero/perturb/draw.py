@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.perturb import appearance, semantic
 from pytest_libero.perturb.levels import GENERATOR, PERTURB_SEED, TABLE
 
 
@@ -70,6 +71,10 @@ def draw(kind: str, level: int, case_id: str, attempt: int = 0) -> Perturbation:
                                             direction / np.abs(direction).max() * magnitudes["offset_rad"]]}
     elif kind == "noise":
         parameters = {"sigma": magnitudes["sigma"], "jpeg_quality": int(magnitudes["jpeg_quality"])}
+    elif kind == "object":
+        parameters = appearance.drawn(rng, magnitudes)
+    elif kind == "semantic":  # nothing random: the frozen table's line (perturb/semantic.py)
+        parameters = semantic.parameters(case_id, level)
     else:
         raise ValueError(f"no perturbation kind {kind!r}")
     parameters = {k: float(v) if isinstance(v, np.floating) else v for k, v in parameters.items()}

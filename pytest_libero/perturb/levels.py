@@ -11,14 +11,15 @@ from __future__ import annotations
 from functools import cache
 from typing import Final
 
+from pytest_libero.catalog.instructions import table_sha256
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import identity_with
 
-GENERATOR: Final = "pytest-libero-perturb/1"
+GENERATOR: Final = "pytest-libero-perturb/2"
 """The drawing code's version: raise it whenever a draw would come out differently."""
 PERTURB_SEED: Final = 20261201
 """The one documented seed every draw starts from, with the case id, kind and level."""
-KINDS: Final = ("camera", "light", "robot", "noise")
+KINDS: Final = ("camera", "light", "robot", "noise", "object", "semantic")
 LEVELS: Final = (1, 2, 3, 4)
 
 TABLE: Final[dict[str, dict[int, dict[str, float]]]] = {
@@ -56,6 +57,25 @@ TABLE: Final[dict[str, dict[int, dict[str, float]]]] = {
         3: {"sigma": 10.0, "jpeg_quality": 50.0},
         4: {"sigma": 16.0, "jpeg_quality": 30.0},
     },
+    # The task objects' look only (perturb/appearance.py): each material's colour moves
+    # toward a drawn colour by the fraction colour; at texture 1 its texture is swapped
+    # for another 2D texture of LIBERO's installed assets that the scene loaded. Geometry,
+    # mass, friction and every physical parameter stay the twin's.
+    "object": {
+        1: {"colour": 0.35, "texture": 0.0},
+        2: {"colour": 0.60, "texture": 0.0},
+        3: {"colour": 0.60, "texture": 1.0},
+        4: {"colour": 0.90, "texture": 1.0},
+    },
+    # The instruction only, from the frozen table catalog/build_instructions.py writes:
+    # 1 one synonym; 2 synonyms throughout and another sentence frame; 3 plus a clause
+    # about an object the task leaves alone; 4 plus task objects named by description.
+    "semantic": {
+        1: {"synonyms_all": 0.0, "frame": 0.0, "clause": 0.0, "describe": 0.0},
+        2: {"synonyms_all": 1.0, "frame": 1.0, "clause": 0.0, "describe": 0.0},
+        3: {"synonyms_all": 1.0, "frame": 1.0, "clause": 1.0, "describe": 0.0},
+        4: {"synonyms_all": 1.0, "frame": 1.0, "clause": 1.0, "describe": 1.0},
+    },
 }
 NOISE_CAMERAS: Final = ("agentview", "robot0_eye_in_hand")
 """Which delivered images the noise kind corrupts: both."""
@@ -86,7 +106,7 @@ def parse_perturbations(text: str) -> tuple[tuple[str, int], ...]:
 def level_table() -> dict[str, object]:
     """What the perturbed identity hashes: the generator, the seed and the table."""
     return {"generator": GENERATOR, "seed": PERTURB_SEED, "noise_cameras": list(NOISE_CAMERAS),
-            "robot_redraws": ROBOT_REDRAWS,
+            "robot_redraws": ROBOT_REDRAWS, "instructions_sha256": table_sha256(),
             "table": {k: {str(v): dict(p) for v, p in levels.items()} for k, levels in TABLE.items()}}
 
 
