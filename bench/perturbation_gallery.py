@@ -1,8 +1,10 @@
-"""The picture docs/perturbations.md shows: one scene's first delivered agentview image,
-unperturbed and at each kind's levels 1-4 (one row a kind: camera, light, robot, noise).
+"""The pictures docs/perturbations.md shows: one scene's first delivered agentview image,
+unperturbed and at each kind's levels 1-4 (one row a kind; semantic changes no image).
 
     python bench/perturbation_gallery.py                       # libero_10 task 0
     python bench/perturbation_gallery.py --suite libero_goal --task 3 --out gallery.png
+    python bench/perturbation_gallery.py --kinds object --task 3 \
+        --out docs/images/object_levels.png                    # the object kind alone
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ def main() -> int:
     parser.add_argument("--suite", default="libero_10")
     parser.add_argument("--task", type=int, default=0)
     parser.add_argument("--out", type=Path, default=c.ROOT / "docs" / "images" / "perturbations.png")
+    parser.add_argument("--kinds", default="camera,light,robot,noise",
+                        help="comma-separated kinds, one row each")
     args = parser.parse_args()
     c.prepare_simulator()
     from PIL import Image
 
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.perturb.levels import KINDS, LEVELS
+    from pytest_libero.perturb.levels import LEVELS
+
+    kinds = args.kinds.split(",")
 
     twin = c.catalog_entry(args.suite, args.task)
 
@@ -41,10 +47,10 @@ def main() -> int:
 
     plain = first_image(twin)
     rows = [np.concatenate([plain, *(first_image(twin.perturbed(kind, level)) for level in LEVELS)], 1)
-            for kind in KINDS]
+            for kind in kinds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(KINDS) * 160)).save(args.out)
-    print(f"wrote {args.out}: rows {', '.join(KINDS)}; columns: twin, levels {LEVELS}")
+    Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(kinds) * 160)).save(args.out)
+    print(f"wrote {args.out}: rows {', '.join(kinds)}; columns: twin, levels {LEVELS}")
     return 0
 
 
