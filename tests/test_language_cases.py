@@ -109,9 +109,11 @@ def test_a_second_run_repeats_every_byte(
     perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path: Path,
 ) -> None:
     _, found = perturbed
+    # The object kind is the one whose bytes are its own; a semantic case's images are
+    # the twin's (asserted above) and its words the frozen table's.
     _, again = run(tmp_path, "again", "--libero-scope=development", "--libero-task-ids=0",
-                   "--libero-perturb=object:4,semantic:4")
-    for case in (TWIN, f"{TWIN}~object4", f"{TWIN}~semantic4"):
+                   "--libero-perturb=object:4")
+    for case in (TWIN, f"{TWIN}~object4"):
         hashes = [(o.images, o.proprio, o.language)
                   for o in read_observation_hashes(Path(found[case]["evidence_dir"]))]
         assert hashes == [(o.images, o.proprio, o.language)

@@ -61,8 +61,8 @@ OPTIONS = (
     _Option("ood-kind", "scope ood: only these perturbation kinds, e.g. object,position "
             "(object, position, semantic, environment)"),
     _Option("perturb", "add generated perturbations beside each selected case: "
-            "KIND:LEVEL[,KIND:LEVEL...] with KIND camera, light, robot or noise and LEVEL 1-4, "
-            "or all (docs/perturbations.md)"),
+            "KIND:LEVEL[,KIND:LEVEL...] with KIND camera, light, robot, noise, object or "
+            "semantic and LEVEL 1-4, or all (docs/perturbations.md)"),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
