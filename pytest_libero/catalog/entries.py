@@ -37,7 +37,7 @@ class OodSource:
     """An OOD entry's variant: files on disk (a LIBERO-PRO suite) that perturb a native task."""
 
     kind: str
-    """object, position, semantic or environment."""
+    """object, position, semantic or environment; ``paraphrase`` for a companion."""
     level: int
     """1, or the step (1-5) of a position sweep."""
     twin: CaseId
