@@ -105,3 +105,13 @@ def test_a_semantic_case_sends_its_line_and_hashes_the_table() -> None:
     assert level_table()["instructions_sha256"] == table_sha256()
     assert perturb_identity("fast").startswith("libero-perturb-v1:")
     assert json.loads(data_path(INSTRUCTIONS_FILE).read_bytes())["seed"] == level_table()["seed"]
+
+
+def test_the_docs_print_libero_goal_as_the_table_has_it() -> None:
+    text = (ROOT / "docs" / "perturbations.md").read_text()
+    entries = instruction_table()["entries"]
+    for index in range(10):
+        row = entries[f"libero_goal-{index:02d}"]
+        line = (f"| `libero_goal-{index:02d}` {row['task']} | "
+                + " | ".join(row[str(level)] for level in (1, 2, 3, 4)) + " |")
+        assert line in text, line
