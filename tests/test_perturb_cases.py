@@ -101,8 +101,9 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
                             shown["images"]["agentview"]) for v in (1, 4))
     assert one < four, ("camera", one, four)
     # A light's signs are drawn per level, so its mean image change need not grow with the
-    # level (generator /2: level 1 brightens by 24 grey levels, level 4 darkens by 17); its
-    # magnitudes do (test_perturb.py), and every level changes the image.
+    # level (generator /2: level 1 raises intensity and ambient, a mean change of 24 grey
+    # levels; level 4 raises intensity by 60% but lowers the ambient by 0.2, 17); its
+    # magnitudes do grow (test_perturb.py), and every level changes the image.
     for level in (1, 4):
         light = first(found[f"libero_10-00~light{level}"])
         assert difference(light["images"]["agentview"], shown["images"]["agentview"]) > 1.0
