@@ -1,10 +1,12 @@
-"""The picture docs/perturbations.md shows: one scene's first delivered agentview image,
-unperturbed and at each kind's levels 1-4 (one row a kind). A case that cannot be set up
-(a scene kind with no room) is a black tile, and says why.
+"""The pictures docs/perturbations.md shows: one scene's first delivered agentview image,
+unperturbed and at each kind's levels 1-4 (one row a kind; semantic changes no image).
+A case that cannot be set up (a scene kind with no room) is a black tile, and says why.
 
     python bench/perturbation_gallery.py --kinds camera,light,robot,noise   # libero_10 task 0
     python bench/perturbation_gallery.py --suite libero_10 --task 3 --kinds position,environment \
         --out docs/images/perturbations_scene_10-03.png
+    python bench/perturbation_gallery.py --kinds object --task 3 \
+        --out docs/images/object_levels.png                    # the object kind alone
 """
 
 from __future__ import annotations

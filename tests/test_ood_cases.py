@@ -50,18 +50,19 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_semantic_cases_deliver_their_bddl_instruction_from_their_own_init_state(
     pytester: pytest.Pytester,
 ) -> None:
-    """libero_goal_task-00 and libero_goal_lan-00 beside their twin libero_goal-00, and a
-    position-sweep case beside libero_object-00; then verify re-executes all five."""
+    """libero_goal_task-00 and libero_goal_lan-00 beside their twin libero_goal-00 (and the
+    _lan case's paraphrase companion), and a position-sweep case beside libero_object-00;
+    then verify re-executes all six."""
     profile = write_profile(pytester)
     result = pytester.runpytest(
         f"--libero-profile={profile}", *TINY, "--libero-scope=ood",
         "--libero-suite=libero_goal_task,libero_goal_lan,libero_object_temp_y0.3",
         "--libero-task-ids=0",
     )
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
     found = {r["case"]: r for r in records(pytester, "recording")}
     assert list(found) == ["libero_object-00", "libero_goal-00", "libero_object_temp_y0.3-00",
-                           "libero_goal_task-00", "libero_goal_lan-00"]
+                           "libero_goal_task-00", "libero_goal_lan-00", "libero_goal-00~paraphrase"]
     seen = {c["language"]: c for c in calls(pytester)}
     twin = found["libero_goal-00"]
     for case in ("libero_goal_task-00", "libero_goal_lan-00"):
@@ -111,17 +112,20 @@ def test_a_replayed_success_against_its_ood_twins_and_the_merge_agree(tmp_path: 
     found = records_by_case(run)
     assert found["libero_object-00"]["outcome"] == "success"  # the replay solves the twin
     cells = {"both": 0, "only_twin": 0, "only_perturbed": 0, "neither": 0}
-    for case in ("libero_object_lan-00", "libero_object_swap-00"):
+    # The paraphrase alone, in the twin's scene and init state: the replay solves it too.
+    assert found["libero_object-00~paraphrase"]["outcome"] == "success"
+    for case in ("libero_object_lan-00", "libero_object_swap-00", "libero_object-00~paraphrase"):
         assert found[case]["outcome"] in ("success", "failure")
         cells["both" if found[case]["outcome"] == "success" else "only_twin"] += 1
     summary = json.loads((run / "summary.json").read_text())
     ood_successes = cells["both"]
     by_kind: dict[str, Any] = summary["robustness"]["kinds"]
-    assert sum(k["paired"]["pairs"] for k in by_kind.values()) == 2
+    assert sum(k["paired"]["pairs"] for k in by_kind.values()) == 3
     assert sum(k["paired"]["both"] for k in by_kind.values()) == cells["both"]
     assert sum(k["paired"]["only_twin"] for k in by_kind.values()) == cells["only_twin"]
     assert sum(k["successes"] for k in by_kind.values()) == ood_successes
-    for kind, case in (("semantic", "libero_object_lan-00"), ("position", "libero_object_swap-00")):
+    for kind, case in (("semantic", "libero_object_lan-00"), ("position", "libero_object_swap-00"),
+                       ("paraphrase", "libero_object-00~paraphrase")):
         paired = by_kind[kind]["paired"]
         lost = found[case]["outcome"] == "failure"
         assert paired["drop_points"] == (100.0 if lost else 0.0)

@@ -72,7 +72,13 @@ def test_records_carry_family_kind_level_twin_and_language_source() -> None:
     plan = make_plan(load_profile("zero"), SelectionRequest(scope="ood", suite="libero_goal_lan",
                                                            task_ids=(0,)),
                      adapter="libero", render="consumed", video_stride=1)
-    assert plan.entries == (catalog.twin_of(entry), entry)
+    companion = catalog.paraphrase_of(entry)  # the paraphrase in the twin's own scene
+    assert plan.entries == (catalog.twin_of(entry), entry, companion)
+    assert companion.case_id == "libero_goal-00~paraphrase" and companion.language == entry.language
+    assert (companion.bddl_file, companion.init_states_file) == (
+        catalog.twin_of(entry).bddl_file, catalog.twin_of(entry).init_states_file)
+    assert Entry.from_dict(companion.as_dict()) == companion
+    assert plan.variant_identity(companion) == ood_identity("fast")
     assert plan.variant_identity(plan.entries[0]) is None  # the native twin keeps its own
     data = entry.as_dict(plan.variant_identity(entry))
     assert data["family"] == "libero_pro" and data["kind"] == "semantic" and data["level"] == 1
@@ -117,8 +123,13 @@ def test_scope_ood_selects_every_ready_entry_and_each_twin_once() -> None:
     assert len(ids) == len(set(ids))
     ood = {e.case_id for e in catalog.ood_entries}
     twins = {catalog.twin_of(e).case_id for e in catalog.ood_entries}
-    assert set(ids) == ood | twins
-    assert len(ids) == len(ood) + len(twins)
+    companions = {f"{catalog.twin_of(e).case_id}~paraphrase" for e in catalog.ood_entries
+                  if e.suite.endswith("_lan")}
+    assert len(companions) == 40
+    assert set(ids) == ood | twins | companions
+    assert len(ids) == len(ood) + len(twins) + len(companions)
+    lan = ids.index("libero_10_lan-03")
+    assert ids[lan + 1] == "libero_10-03~paraphrase"  # each beside its _lan case
     native = [e for e in cases if not e.is_ood]
     assert native == [e for e in catalog.entries if e.case_id in twins]  # native order, first
 
@@ -126,10 +137,10 @@ def test_scope_ood_selects_every_ready_entry_and_each_twin_once() -> None:
 def test_ood_kind_narrows_and_bad_kinds_are_refused() -> None:
     catalog = load_catalog()
     cases = select(catalog, SelectionRequest(scope="ood", ood_kinds=parse_ood_kinds("semantic")))
-    assert {e.variant.kind for e in cases if e.is_ood} == {"semantic"}
-    assert {e.suite for e in cases if e.is_ood} == {f"{b}_{s}" for b in
-                                                   ("libero_spatial", "libero_object", "libero_goal",
-                                                    "libero_10") for s in ("lan", "task")}
+    assert {e.variant.kind for e in cases if e.is_ood} == {"semantic", "paraphrase"}
+    bases = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+    assert {e.suite for e in cases if e.is_ood} == {f"{b}_{s}" for b in bases
+                                                   for s in ("lan", "task")} | set(bases)
     with pytest.raises(SetupError, match="unknown kind.*colour"):
         parse_ood_kinds("object,colour")
     with pytest.raises(SetupError, match="--libero-scope=ood"):
@@ -157,7 +168,7 @@ def test_collect_only_of_scope_ood_lists_each_case_once(pytester: pytest.Pyteste
     expected = [e.case_id for e in select(catalog, SelectionRequest(scope="ood"))]
     assert collected == expected
     assert len(collected) == len(set(collected)) == len(catalog.ood_entries) + len(
-        {catalog.twin_of(e) for e in catalog.ood_entries})
+        {catalog.twin_of(e) for e in catalog.ood_entries}) + 40  # the paraphrase companions
 
 
 def test_a_baseline_with_another_ood_catalog_is_refused(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from harness.runs import records_by_case, run_pytest
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
-from pytest_libero.perturb.levels import TABLE, perturb_identity
+from pytest_libero.perturb.levels import GENERATOR, TABLE, perturb_identity
 
 pytestmark = pytest.mark.simulator
 
@@ -69,7 +69,7 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
         assert record["entry"]["twin"] == "libero_10-00"
         assert record["entry"]["identity"] == perturb_identity("fast")
         assert record["entry"]["language"] == twin["entry"]["language"]
-        assert record["perturbation"]["generator"] == "pytest-libero-perturb/1"
+        assert record["perturbation"]["generator"] == GENERATOR
         assert record["safety"]["verdict"] == twin["safety"]["verdict"] == "vacuous"
         # The policy's side of the contract: the same keys, the entry's own instruction.
         assert delivered_keys(record) == delivered_keys(twin)

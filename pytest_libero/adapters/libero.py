@@ -25,8 +25,9 @@ import numpy as np
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.adapters.scene_kinds import Environment, Position
-from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.entries import PARAPHRASE, Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
+from pytest_libero.perturb.appearance import recolour, task_objects
 from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
 from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS, SCENE_REDRAWS
 from pytest_libero.perturb.scene import (
@@ -36,6 +37,7 @@ from pytest_libero.perturb.scene import (
     offset_joints,
     robot_contacts,
 )
+from pytest_libero.perturb.semantic import paraphrase_record
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -275,18 +277,25 @@ class LiberoEpisode:
         return dict(self._env.set_init_state(state))
 
     def _perturb(self, after: str) -> None:
-        """The entry's generated perturbation, each kind at its moment: camera and light
-        after the reset (a hard reset recompiles the model), the robot offset and the
+        """The entry's generated perturbation, each kind at its moment: camera, light and
+        object look after the reset (a hard reset recompiles the model), the instruction
+        (semantic, a paraphrase companion) recorded there too, the robot offset and the
         noise's draw after the init state, the robot's contacts once settled."""
         perturbation = self.entry.perturbation
+        if after == "reset" and self.entry.ood is not None and self.entry.ood.kind == PARAPHRASE:
+            self.identity["perturbation"] = paraphrase_record(self.entry)
         if perturbation is None:
             return
         kind, level = perturbation.kind, perturbation.level
-        if after == "reset" and kind in ("camera", "light"):
+        if after == "reset" and kind in ("camera", "light", "object"):
             self._perturb_model(kind, level)
         elif after == "reset" and kind == "environment":
             self._scene = Environment(self._env, level, self._twin_case())
             self._scene.build()
+        elif after == "reset" and kind == "semantic":  # the instruction only (entry.language)
+            self.identity["perturbation"] = {
+                **draw(kind, level, self._twin_case()).as_dict(),
+                "applied": {"instruction_sent": self.entry.language}}
         elif after == "init_state" and kind == "robot":
             self._offset_robot(level)
         elif after == "init_state" and kind == "noise":
@@ -306,8 +315,10 @@ class LiberoEpisode:
     def _perturb_model(self, kind: str, level: int) -> None:
         """Move the agentview camera or change the lights (docs/perturbations.md)."""
         drawn = draw(kind, level, self._twin_case())
-        change = move_camera if kind == "camera" else change_lights
-        applied = change(self._env.sim, drawn)
+        if kind == "object":
+            applied = recolour(self._env.sim, task_objects(self._env.env), drawn.parameters)
+        else:
+            applied = (move_camera if kind == "camera" else change_lights)(self._env.sim, drawn)
         self.identity["perturbation"] = {**drawn.as_dict(), "applied": applied}
 
     def _offset_robot(self, level: int) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_libero.catalog.entries import Entry, load_catalog
+from pytest_libero.catalog.entries import PARAPHRASE, Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
 
@@ -90,6 +90,12 @@ def catalog_difference(record: CaseRecord) -> Difference | str | None:
         return (f"the installed catalog holds no entry {clipped(recorded.suite, 200)!r} index "
                 f"{recorded.index}: this pytest-libero cannot say what the case ran")
     expected = found[0]
+    if recorded.ood is not None and recorded.ood.kind == PARAPHRASE:
+        # A paraphrase companion: the twin's entry sending its _lan entry's paraphrase.
+        try:
+            expected = catalog.paraphrase_of(catalog.paraphrase_source(recorded))
+        except ValueError as exc:
+            return clipped(str(exc), 200)
     if recorded.state is not None:
         expected = expected.at_state(recorded.state)
     perturbation = recorded.perturbation

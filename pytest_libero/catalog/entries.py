@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any, NotRequired, TypedDict
 
 from pytest_libero.catalog.case_id import CaseId, VariantTag
+from pytest_libero.catalog.instructions import LANGUAGE_SOURCE, rewritten
 from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE, data_path
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
@@ -24,6 +25,11 @@ NATIVE_FAMILY = "libero"
 OOD_FAMILY = "libero_pro"
 OOD_KINDS = ("object", "position", "semantic", "environment")
 """The perturbation kinds of the benchmark design we follow (docs/robustness.md)."""
+PARAPHRASE = "paraphrase"
+"""The kind of a paraphrase companion: a ``_lan`` entry's instruction in its twin's own
+scene and init state (docs/robustness.md), paired with the twin like an OOD entry."""
+PARAPHRASE_VARIANT = "lan"
+"""The LIBERO-PRO suite variant whose entries get a paraphrase companion."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class OodSource:
     """An OOD entry's variant: files on disk (a LIBERO-PRO suite) that perturb a native task."""
 
     kind: str
-    """object, position, semantic or environment."""
+    """object, position, semantic or environment; ``paraphrase`` for a companion."""
     level: int
     """1, or the step (1-5) of a position sweep."""
     twin: CaseId
@@ -39,8 +45,9 @@ class OodSource:
 
     @property
     def tag(self) -> VariantTag | None:
-        """None: an OOD entry has its own suite, so its case id needs no tag."""
-        return None
+        """None: an OOD entry has its own suite, so its case id needs no tag; a paraphrase
+        companion runs in its twin's suite, tagged ``~paraphrase``."""
+        return VariantTag(PARAPHRASE) if self.kind == PARAPHRASE else None
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,9 @@ class Entry:
                 "entry is a perturbation already; drop one of --libero-perturb and the OOD "
                 "selection"
             )
+        if kind == "semantic":  # the same goal said differently: the table's instruction
+            return replace(self, variant=GeneratedPerturbation(kind, level),
+                           language=rewritten(self.case_id, level), language_source=LANGUAGE_SOURCE)
         return replace(self, variant=GeneratedPerturbation(kind, level))
 
     def as_dict(self, identity: str | None = None) -> EntryRecord:
@@ -266,6 +276,25 @@ class Catalog:
             raise ValueError(f"{entry.case_id} is a native entry: it has no twin")
         native = next(e for e in self.entries if e.suite == twin.suite and e.index == twin.index)
         return native if entry.state is None else native.at_state(entry.state)
+
+    def paraphrase_of(self, entry: Entry) -> Entry:
+        """The paraphrase companion of a ``_lan`` entry: its twin, at its state, sending
+        its BDDL's paraphrase; scene and init state are the twin's."""
+        source = entry.ood
+        if source is None or self.ood_suites[entry.suite].variant != PARAPHRASE_VARIANT:
+            raise ValueError(f"{entry.case_id} is not a LIBERO-PRO paraphrase (_lan) entry")
+        return replace(self.twin_of(entry), variant=OodSource(PARAPHRASE, 1, source.twin),
+                       language=entry.language, language_source="bddl")
+
+    def paraphrase_source(self, companion: Entry) -> Entry:
+        """The ``_lan`` entry a paraphrase companion takes its instruction from."""
+        twin = companion.twin
+        found = [e for e in self.ood_entries if twin is not None and e.ood is not None
+                 and e.ood.twin == twin.task
+                 and self.ood_suites[e.suite].variant == PARAPHRASE_VARIANT]
+        if len(found) != 1:
+            raise ValueError(f"{companion.case_id}: no single LIBERO-PRO paraphrase of {twin}")
+        return found[0]
 
     def refuse_not_ready(self, suite: str) -> None:
         """A LIBERO-PRO suite that is registered but cannot run: refused by name."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_libero.catalog.entries import OOD_KINDS, Catalog, Entry
+from pytest_libero.catalog.entries import OOD_KINDS, PARAPHRASE_VARIANT, Catalog, Entry
 from pytest_libero.catalog.validation import refuse_unvalidated
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
@@ -229,7 +229,14 @@ def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
         raise SetupError(f"scope 'ood': no ready LIBERO-PRO entry of kind {', '.join(kinds)}"
                          + (f" in {request.suite}" if request.suite else ""))
     twins = {catalog.twin_of(e) for e in ood}
+    # A paraphrase (_lan) entry, then its companion: the paraphrase in the twin's own scene.
+    ood = [case for e in ood for case in (e, *_companions(catalog, e))]
     return [e for e in catalog.entries if e in twins] + ood
+
+
+def _companions(catalog: Catalog, entry: Entry) -> tuple[Entry, ...]:
+    suite = catalog.ood_suites.get(entry.suite)
+    return (catalog.paraphrase_of(entry),) if suite and suite.variant == PARAPHRASE_VARIANT else ()
 
 
 def _ood_kind(entry: Entry) -> str:

@@ -14,6 +14,8 @@ INVENTORY_FILE = "libero_inventory.json"
 OOD_CATALOG_FILE = "libero_ood_catalog.json"
 OOD_INVENTORY_FILE = "libero_ood_inventory.json"
 VALIDATION_FILE = "full_mode_validation.json"
+INSTRUCTIONS_FILE = "libero_instructions.json"
+"""The semantic perturbation's rewrites, written by ``catalog/build_instructions.py``."""
 
 
 def data_path(name: str) -> Traversable:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.perturb import appearance, semantic
 from pytest_libero.perturb.levels import GENERATOR, PERTURB_SEED, TABLE
 
 
@@ -119,25 +120,35 @@ def _environment(rng: np.random.Generator, first: np.random.Generator, m: Magnit
             "textures": textures}
 
 
+def _object(rng: np.random.Generator, _f: np.random.Generator, m: Magnitudes,
+            _: Context) -> dict[str, Any]:
+    return appearance.drawn(rng, m)
+
+
 Draw = Callable[[np.random.Generator, np.random.Generator, Magnitudes, Context], dict[str, Any]]
 """A kind's drawing function: the attempt's generator, the first attempt's, the level's
 magnitudes, the scene's names."""
 DRAWS: dict[str, Draw] = {
     "camera": _camera, "light": _light, "robot": _robot, "noise": _noise,
-    "position": _position, "environment": _environment,
+    "position": _position, "environment": _environment, "object": _object,
 }
-"""Each kind's drawing function; a new kind registers its own here."""
+"""Each kind's drawing function; a new kind registers its own here. The semantic kind
+draws nothing: its parameters are the frozen table's line for the case and level."""
+TABLE_KINDS = ("semantic",)
 
 
 def draw(kind: str, level: int, case_id: str, attempt: int = 0,
          context: Context | None = None) -> Perturbation:
     """The perturbation of ``case_id`` (the unperturbed case) at ``kind`` and ``level``."""
-    if kind not in DRAWS or kind not in TABLE:
+    if kind not in TABLE or (kind not in DRAWS and kind not in TABLE_KINDS):
         raise ValueError(f"no perturbation kind {kind!r}")
     seed = seed_of(case_id, kind, level, attempt)
     rng = np.random.Generator(np.random.PCG64(seed))
     first = np.random.Generator(np.random.PCG64(seed_of(case_id, kind, level, 0)))
-    parameters = DRAWS[kind](rng, first, TABLE[kind][level], context or {})
+    if kind == "semantic":  # nothing drawn: the frozen table's line (perturb/semantic.py)
+        parameters = semantic.parameters(case_id, level)
+    else:
+        parameters = DRAWS[kind](rng, first, TABLE[kind][level], context or {})
     parameters = {k: float(v) if isinstance(v, np.floating) else v for k, v in parameters.items()}
     return Perturbation(kind, level, parameters, seed, attempt)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Final
 
+from pytest_libero.catalog.instructions import table_sha256
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import identity_with
 
@@ -82,6 +83,25 @@ TABLE: Final[dict[str, dict[int, dict[str, float]]]] = {
         3: {"distractors": 3.0, "textures": 1.0, "margin_m": 0.04},
         4: {"distractors": 4.0, "textures": 1.0, "margin_m": 0.04},
     },
+    # The task objects' look only (perturb/appearance.py): each material's colour moves
+    # toward a drawn colour by the fraction colour; at texture 1 its texture is swapped
+    # for another 2D texture of LIBERO's installed assets that the scene loaded. Geometry,
+    # mass, friction and every physical parameter stay the twin's.
+    "object": {
+        1: {"colour": 0.35, "texture": 0.0},
+        2: {"colour": 0.60, "texture": 0.0},
+        3: {"colour": 0.60, "texture": 1.0},
+        4: {"colour": 0.90, "texture": 1.0},
+    },
+    # The instruction only, from the frozen table catalog/build_instructions.py writes:
+    # 1 one synonym; 2 synonyms throughout and another sentence frame; 3 plus a clause
+    # about an object the task leaves alone; 4 plus task objects named by description.
+    "semantic": {
+        1: {"synonyms_all": 0.0, "frame": 0.0, "clause": 0.0, "describe": 0.0},
+        2: {"synonyms_all": 1.0, "frame": 1.0, "clause": 0.0, "describe": 0.0},
+        3: {"synonyms_all": 1.0, "frame": 1.0, "clause": 1.0, "describe": 0.0},
+        4: {"synonyms_all": 1.0, "frame": 1.0, "clause": 1.0, "describe": 1.0},
+    },
 }
 KINDS: Final = tuple(TABLE)
 """The generated kinds, in the table's order (the option's, the reports')."""
@@ -124,7 +144,7 @@ def level_table() -> dict[str, object]:
     """What the perturbed identity hashes: the generator, the seed and the table."""
     return {"generator": GENERATOR, "seed": PERTURB_SEED, "noise_cameras": list(NOISE_CAMERAS),
             "robot_redraws": ROBOT_REDRAWS, "scene_redraws": SCENE_REDRAWS,
-            "settled": dict(SETTLED),
+            "settled": dict(SETTLED), "instructions_sha256": table_sha256(),
             "table": {k: {str(v): dict(p) for v, p in levels.items()} for k, levels in TABLE.items()}}
 
 

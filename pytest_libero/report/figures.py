@@ -20,6 +20,7 @@ import pytest
 
 from pytest_libero.files import write_text_atomic
 from pytest_libero.report.allure import write_figure_result
+from pytest_libero.results.robustness import KIND_LABELS
 
 FIGURE_NAME = "robustness.svg"
 _LEFT, _BAR_W, _RIGHT, _ROW_H, _TOP = 200, 360, 330, 30, 58
@@ -30,7 +31,7 @@ def figure_rows(robustness: Mapping[str, Any]) -> list[tuple[str, Mapping[str, A
     """(label, group) in drawing order: each kind, then its levels when it has several."""
     rows: list[tuple[str, Mapping[str, Any]]] = []
     for kind, group in (robustness.get("kinds") or {}).items():
-        rows.append((kind, group))
+        rows.append((KIND_LABELS.get(kind, kind), group))
         levels = (robustness.get("levels") or {}).get(kind) or {}
         if len(levels) > 1:
             rows += [(f"{kind} level {level}", block) for level, block in levels.items()]

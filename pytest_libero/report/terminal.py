@@ -12,6 +12,7 @@ import pytest
 
 from pytest_libero.report.figures import FIGURE_NAME
 from pytest_libero.results.recorder import Recorder
+from pytest_libero.results.robustness import KIND_LABELS
 from pytest_libero.results.summary import ENGAGEMENT, SAFETY_CLASSES
 
 PER_TASK_LINES = 12
@@ -94,14 +95,14 @@ def robustness_lines(robustness: dict[str, Any]) -> list[str]:
              "(docs/robustness.md)",
              "  " + format_rate("in-distribution (the twins)", robustness["in_distribution"])]
     for kind, group in robustness.get("kinds", {}).items():
-        lines.append(f"  {robustness_row(kind, group)}")
+        lines.append(f"  {robustness_row(KIND_LABELS.get(kind, kind), group)}")
         levels = robustness.get("levels", {}).get(kind) or {}
         if len(levels) > 1:
             lines += [f"    {robustness_row(f'level {level}', block)}"
                       for level, block in levels.items()]
     suites = list(robustness.get("suites", {}).items())
     for suite, group in suites[:PER_TASK_LINES]:
-        label = f"{suite} ({group.get('kind')})"
+        label = f"{suite} ({group.get('shows') or group.get('kind')})"
         lines.append(f"  {robustness_row(label, group)}")
     if len(suites) > PER_TASK_LINES:
         lines.append(f"  {len(suites) - PER_TASK_LINES} more OOD suites in summary.json "

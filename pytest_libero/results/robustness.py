@@ -22,10 +22,13 @@ from typing import Any
 from pytest_libero.catalog.case_id import VARIANT_MARK
 from pytest_libero.catalog.entries import (
     OOD_KINDS,
+    PARAPHRASE,
+    PARAPHRASE_VARIANT,
     Entry,
     GeneratedPerturbation,
     OodSource,
     Variant,
+    load_catalog,
     variant_of,
 )
 from pytest_libero.episode.record import CaseRecord
@@ -103,7 +106,7 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
         variant = _variant(cases[0])
         suites[suite] = {"kind": variant.kind, "level": variant.level,
                          "base": entry.twin.suite if entry.twin else None,
-                         **group_block(cases, records)}
+                         **_shows(entry), **group_block(cases, records)}
     return {
         "in_distribution": success_rate(records[c] for c in sorted(twins) if c in records),
         "in_distribution_cases": sum(c in records for c in twins),
@@ -126,6 +129,23 @@ def group_key(variant: Variant) -> str:
     if isinstance(variant, GeneratedPerturbation) and variant.kind in OOD_KINDS:
         return f"{GENERATED_MARK}{variant.kind}"
     return variant.kind
+
+
+PARAPHRASE_ALONE = "paraphrase alone (the twin's scene and init state)"
+PARAPHRASE_PLACED = "paraphrase with LIBERO-PRO's placements (its own init states)"
+KIND_LABELS = {PARAPHRASE: PARAPHRASE_ALONE}
+"""How a report names a kind whose key alone would not say what it measures."""
+
+
+def _shows(entry: Entry) -> dict[str, str]:
+    """A paraphrase row says which of the two it is: LIBERO-PRO's ``_lan`` suites change
+    the instruction and the placements; a companion, the instruction alone."""
+    if entry.ood is not None and entry.ood.kind == PARAPHRASE:
+        return {"shows": PARAPHRASE_ALONE}
+    suite = load_catalog().ood_suites.get(entry.suite)
+    if suite is not None and suite.variant == PARAPHRASE_VARIANT:
+        return {"shows": PARAPHRASE_PLACED}
+    return {}
 
 
 def suite_key(record: Mapping[str, Any]) -> str:
