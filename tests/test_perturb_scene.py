@@ -13,7 +13,7 @@ from synthetic import synthetic_record
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.perturb.draw import draw
-from pytest_libero.perturb.environment import map_state, retexture, upright
+from pytest_libero.perturb.environment import keeps_out, map_state, retexture, upright
 from pytest_libero.perturb.levels import LEVELS, TABLE, parse_perturbations, perturb_identity
 from pytest_libero.perturb.position import offsets
 from pytest_libero.perturb.tasks import position_subjects_of
@@ -117,3 +117,15 @@ def test_generated_and_libero_pro_kinds_of_one_name_are_never_pooled() -> None:
     assert block["kinds"]["generated:position"]["source"] == "generated"
     assert block["kinds"]["generated:position"]["successes"] == 1
     assert set(block["levels"]) == {"position", "generated:position"}
+
+
+def test_a_distractor_keeps_the_margin_from_every_goal_region() -> None:
+    """The footprint (reach around the spot) plus the margin must not meet a region's box,
+    on any side; far away, or with no region, any spot serves."""
+    region = (0.0, 0.0, 0.1, 0.1)
+    assert keeps_out(0.3, 0.05, 0.05, 0.04, [region])
+    assert not keeps_out(0.18, 0.05, 0.05, 0.04, [region])   # 0.08 from the edge: 0.09 needed
+    assert not keeps_out(0.05, -0.08, 0.05, 0.04, [region])  # below it
+    assert not keeps_out(0.05, 0.05, 0.0, 0.0, [region])     # inside it
+    assert keeps_out(0.05, 0.05, 0.05, 0.04, [])
+    assert not keeps_out(0.3, 0.05, 0.05, 0.04, [region, (0.25, 0.0, 0.35, 0.1)])

@@ -68,6 +68,28 @@ def test_position_levels_on_one_scene() -> None:
         episode.close()
 
 
+def test_distractors_keep_clear_of_the_goals_region() -> None:
+    """A goal that names a region of the table (the plate to the front of the stove): the
+    region is recorded and no distractor stands in it or within the margin of it."""
+    from pytest_libero.adapters.libero import LiberoEpisode
+
+    [entry] = [e for e in load_catalog().entries if e.case_id == "libero_goal-05"]
+    episode = LiberoEpisode(entry.perturbed("environment", 2), track="rgb", control_cap=1,
+                            monitor_safety=False)
+    try:
+        record = episode.identity["perturbation"]
+    finally:
+        episode.close()
+    assert list(record["goal_regions"]) == ["main_table_stove_front_region"]
+    margin = TABLE["environment"][2]["margin_m"]
+    assert len(record["distractors"]) == 2
+    for name, placed in record["distractors"].items():
+        for x0, y0, x1, y1 in record["goal_regions"].values():
+            x, y = placed["settled_pos"][:2]
+            outside = max(x0 - x, x - x1, y0 - y, y - y1)
+            assert outside > margin, (name, placed["settled_pos"], (x0, y0, x1, y1))
+
+
 @pytest.fixture(scope="module")
 def scene_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("scene")

@@ -21,6 +21,7 @@ from pytest_libero.perturb.environment import (
     TEXTURE_PARTS,
     candidate_objects,
     collision_geoms,
+    goal_regions,
     layout,
     map_state,
     place,
@@ -91,6 +92,8 @@ class Environment:
         self.area = (0.0, 0.0, 0.0, 0.0)
         """Where spots are drawn: 0.15 m around every task object and fixture (x0, y0, x1, y1)."""
         self.table_z: float | None = None
+        self.goal_regions: dict[str, tuple[float, float, float, float]] = {}
+        """The regions the goal names, which no distractor may come near (world x0, y0, x1, y1)."""
 
     def build(self) -> None:
         """Add the drawn distractors and textures to the model and rebuild it once, the
@@ -168,6 +171,8 @@ class Environment:
         xy = np.asarray(points, dtype=np.float64)
         self.area = (float(xy[:, 0].min() - 0.15), float(xy[:, 1].min() - 0.15),
                      float(xy[:, 0].max() + 0.15), float(xy[:, 1].max() + 0.15))
+        self.goal_regions = goal_regions(sim, inner.object_sites_dict,
+                                         inner.parsed_problem.get("goal_state", []))
         self.table_z = support_height(mujoco, sim, self.owner,
                                       [sim.data.body_xpos[sim.model.body_name2id(b)][:2]
                                        for b in objects.values()])
@@ -190,7 +195,8 @@ class Environment:
                 quat = upright(*self.turns[name], spot[2])
                 assert quat is not None  # candidates are those with a turn it reads
                 pose = place(mujoco, sim, self.joints[name], mine, others, self.owner, quat,
-                             [spot], self.area, self.table_z, drawn.parameters["margin_m"])
+                             [spot], self.area, self.table_z, drawn.parameters["margin_m"],
+                             list(self.goal_regions.values()))
                 if pose is not None:
                     pose["spot"] = i
                     break
@@ -216,6 +222,7 @@ class Environment:
                                        "settled_pos": [round(v, 6) for v in settled[name]]}
                                 for name in self.names},
                 "textures_replaced": self.textures,
+                "goal_regions": {name: list(box) for name, box in self.goal_regions.items()},
                 "table_z": round(float(self.table_z or 0.0), 6)}
 
 

@@ -6,7 +6,9 @@ files of the table, floor and walls in its XML, and rebuilds the simulation from
 XML once (robosuite's ``reset_from_xml_string``). The released init state is then
 installed joint by joint (:func:`map_state`), so every task object starts exactly where
 it does natively, and each distractor is put on the first drawn spot that lies on the
-table and is clear of every other body by the margin (:func:`place`). After settling the
+table, is clear of every other body by the margin and keeps the margin from every region
+the goal names (:func:`goal_regions`: a distractor in the goal's target zone would change
+what the goal asks, not only what the scene shows) (:func:`place`). After settling the
 adapter rejects a draw whose distractor touches anything but the table, fell or still
 moves (perturb/contacts.py). Nothing here imports the simulator; the adapter passes in
 what LIBERO holds.
@@ -149,6 +151,37 @@ def support_height(mujoco: Any, sim: Any, owner: Sequence[str],
     return float(np.median(heights)) if heights else None
 
 
+Box = tuple[float, float, float, float]
+"""A horizontal rectangle in world coordinates: (x0, y0, x1, y1)."""
+
+
+def goal_regions(sim: Any, sites: Mapping[str, Any], goal_state: Sequence[Sequence[str]]) -> dict[str, Box]:
+    """The world rectangles of the regions (LIBERO's target-zone sites) the goal names,
+    by name; a goal naming only objects and fixtures has none."""
+    named = {str(arg) for predicate in goal_state for arg in list(predicate)[1:]}
+    boxes: dict[str, Box] = {}
+    for name in sorted(named & set(sites)):
+        try:
+            sid = sim.model.site_name2id(name)
+        except ValueError:
+            continue
+        centre = np.asarray(sim.data.site_xpos[sid])
+        rot = np.asarray(sim.data.site_xmat[sid]).reshape(3, 3)
+        half = np.asarray(sim.model.site_size[sid])
+        corners = [centre + rot @ (np.array([sx, sy, 0.0]) * half)
+                   for sx in (-1, 1) for sy in (-1, 1)]
+        xs, ys = [float(c[0]) for c in corners], [float(c[1]) for c in corners]
+        boxes[name] = (round(min(xs), 6), round(min(ys), 6), round(max(xs), 6), round(max(ys), 6))
+    return boxes
+
+
+def keeps_out(x: float, y: float, reach: float, margin: float, boxes: Sequence[Box]) -> bool:
+    """Whether an object within ``reach`` of (x, y) keeps ``margin`` from every box."""
+    grow = reach + margin
+    return all(x + grow < x0 or x - grow > x1 or y + grow < y0 or y - grow > y1
+               for x0, y0, x1, y1 in boxes)
+
+
 def _bottom_and_reach(sim: Any, geoms: Sequence[int]) -> tuple[float, float]:
     """The lowest point of these geoms and their horizontal reach from the body's origin."""
     model, data = sim.model, sim.data
@@ -165,9 +198,11 @@ def _bottom_and_reach(sim: Any, geoms: Sequence[int]) -> tuple[float, float]:
 
 def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Sequence[int],
           owner: Sequence[str], quat: np.ndarray, spots: Sequence[Sequence[float]],
-          area: tuple[float, float, float, float], table_z: float, margin: float) -> dict[str, Any] | None:
+          area: Box, table_z: float, margin: float,
+          keep_out: Sequence[Box] = ()) -> dict[str, Any] | None:
     """Put the object on the first spot on the flat table whose geoms are clear of
-    ``others`` by ``margin``; its pose, or None when no spot serves."""
+    ``others`` by ``margin`` and that keeps ``margin`` from each ``keep_out`` rectangle
+    (the goal's regions); its pose, or None when no spot serves."""
     qpos, qvel = free_joint(sim, joint)
     body = int(sim.model.jnt_bodyid[sim.model.joint_name2id(joint)])
     x0, y0, x1, y1 = area
@@ -185,7 +220,7 @@ def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Seque
             if g < 0 or owner[g] != SUPPORT or abs(z - table_z) > FLAT_RAY_TOLERANCE_M:
                 flat = False
                 break
-        if not flat:
+        if not flat or not keeps_out(x, y, reach, margin, keep_out):
             continue
         if _clear(mujoco, sim, geoms, others, margin):
             return {"spot": i, "pos": [round(float(v), 6) for v in sim.data.qpos[qpos:qpos + 3]],
