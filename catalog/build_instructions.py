@@ -264,10 +264,17 @@ def rewrite(case_id: str, instruction: str, bddl_text: str, level: int) -> str:
     counts: dict[str, int] = {}
     for kind in kinds.values():
         counts[kind] = counts.get(kind, 0) + 1
+    # A description names one object only when no other object of the scene shares it
+    # (the black and the yellow book are both "hardback volume").
+    described: dict[str, int] = {}
+    for kind in kinds.values():
+        if kind in DESCRIPTIONS:
+            described[DESCRIPTIONS[kind]] = described.get(DESCRIPTIONS[kind], 0) + 1
     out = []
     for i, (text, role) in enumerate(pieces):
         kind = noun_kind(text, kinds) if role == "noun" else None
-        if level >= 4 and kind in task_kinds and counts.get(kind or "") == 1:
+        if (level >= 4 and kind in task_kinds and counts.get(kind or "") == 1
+                and described.get(DESCRIPTIONS.get(kind or "", ""), 0) == 1):
             out.append(DESCRIPTIONS[kind or ""])
         elif i in chosen:
             out.append(rng.choice((SYNONYMS | NOUN_SYNONYMS)[text]))
@@ -277,7 +284,11 @@ def rewrite(case_id: str, instruction: str, bddl_text: str, level: int) -> str:
     frame = rng.choice(FRAMES) if level >= 2 else "{s}"
     if level >= 3:
         named = {noun_kind(t, kinds) for t, r in pieces if r == "noun"}
-        left = sorted({k for k in kinds.values() if k not in task_kinds | named})
+        # Never an object of the same sort as one the instruction names ("the yellow
+        # books" beside "the book in the middle"): that would tell which one is meant.
+        said = set(instruction.split())
+        left = sorted({k for k in kinds.values() if k not in task_kinds | named
+                       and PLAIN_NAMES.get(k, k).split()[-1] not in said})
         others = [k for k in left if k in PLAIN_NAMES] or [k for k in left if k in SURFACES]
         if not others:
             raise ValueError(f"{case_id}: its scene has no object the task leaves alone")

@@ -38,7 +38,6 @@ from pytest_libero.session import (
     Unattempted,
     case_entry,
     controller_session,
-    perturbation_skip_reason,
     run_case,
     worker_session,
 )
@@ -137,17 +136,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         skip = pytest.mark.skip(reason="no --libero-profile given: no LIBERO episode runs")
         metafunc.parametrize("libero_entry", [pytest.param(None, id="no-profile", marks=skip)])
         return
+    # A generated perturbation that cannot apply to its entry is shown, skipped with the
+    # reason; it is not part of the selection, so the run is complete without it.
+    skipped = [pytest.param(entry, id=entry.case_id, marks=pytest.mark.skip(reason=reason))
+               for entry, reason in session.plan.inapplicable]
     metafunc.parametrize(
         "libero_entry",
-        [pytest.param(entry, id=entry.case_id, marks=_inapplicable(entry))
-         for entry in session.plan.entries],
+        [*(pytest.param(entry, id=entry.case_id) for entry in session.plan.entries), *skipped],
     )
-
-
-def _inapplicable(entry: Entry) -> tuple[pytest.MarkDecorator, ...]:
-    """A skip, with the reason, for a generated perturbation that cannot apply."""
-    reason = perturbation_skip_reason(entry)
-    return () if reason is None else (pytest.mark.skip(reason=reason),)
 
 
 @pytest.hookimpl(tryfirst=True)

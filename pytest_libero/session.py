@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from pytest_libero.catalog.entries import Entry
-from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.settings import Settings
 from pytest_libero.config.workers import WORKER_CASES, WORKER_RUN_DIR
@@ -26,7 +25,6 @@ from pytest_libero.episode.case import run_case_with_evidence
 from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import CaseRecord, short_chunk_note
-from pytest_libero.perturb.tasks import not_applicable
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.report import progress as live_progress
@@ -160,17 +158,6 @@ def run_case(session: Session, entry: Entry, *, config: pytest.Config,
                                       progress=progress.update, next_entry=next_entry)
         return run_case_with_evidence(plan, entry, _policy(session), case_dir,
                                       listener=progress)
-
-
-def perturbation_skip_reason(entry: Entry) -> str | None:
-    """Why a generated perturbation cannot apply to its entry (position: no movable task
-    object on the table), told at collection; None when it can, or for any other case."""
-    perturbation = entry.perturbation
-    if perturbation is None:
-        return None
-    bddl, _ = installed_files(entry.bddl_file, entry.init_states_file)
-    reason = not_applicable(bddl, perturbation.kind)
-    return None if reason is None else f"{entry.case_id}: {reason}"
 
 
 def case_entry(item: pytest.Item | None) -> Entry | None:

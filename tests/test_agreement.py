@@ -17,10 +17,12 @@ from pytest_libero.audit.agreement import (
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.perturb.levels import KINDS, LEVELS
 
 REQUESTS = [SelectionRequest(scope="all"), SelectionRequest(scope="ood"),
             SelectionRequest(scope="all", mode="full", init_states=(0, 7)),
-            SelectionRequest(scope="development", perturbations=(("camera", 2), ("noise", 1)))]
+            SelectionRequest(scope="development",
+                             perturbations=tuple((k, v) for k in KINDS for v in LEVELS))]
 
 
 def record_of(entry: Any) -> CaseRecord:
@@ -61,3 +63,14 @@ def test_the_two_accounts_differ_only_in_what_the_controller_adds() -> None:
     assert first_difference([1, 2], [1, 2, 3]) == Difference(" length", 2, 3)
     assert first_difference({"a": 1}, {"a": 1.0}) == Difference("a", 1, 1.0)
     assert first_difference({"a": True}, {"a": 1}) == Difference("a", True, 1)
+
+
+@pytest.mark.parametrize("perturbation", [{"kind": "semantic", "level": 5},
+                                          {"kind": "camera", "level": 9},
+                                          {"kind": "bogus", "level": 1}])
+def test_a_perturbation_the_table_lacks_is_named_not_a_traceback(perturbation: dict[str, Any]) -> None:
+    native = load_catalog().entries[0]
+    record: Any = record_of(native.perturbed("semantic", 1))
+    record["entry"] = {**record["entry"], "perturbation": perturbation}
+    found = catalog_difference(record)
+    assert isinstance(found, Difference) and found.field == "entry.perturbation", found

@@ -94,6 +94,31 @@ def test_descriptions_replace_only_a_task_object_that_is_alone_of_its_kind(build
         builder.rewrite("x-00", "wave", bddl, 1)
 
 
+def test_no_rewrite_hints_which_of_like_objects_is_meant(builder: ModuleType) -> None:
+    """Two kinds with one description are never described (it would name either), and the
+    clause never names an object of a sort the instruction names ("the yellow books"
+    beside "the book in the middle" would say which book is meant)."""
+    bddl = """(:fixtures
+    main_table - table
+  )
+  (:objects
+    black_book_1 - black_book
+    yellow_book_1 yellow_book_2 - yellow_book
+    plate_1 - plate
+  )
+  (:obj_of_interest
+    black_book_1
+    plate_1
+  )"""
+    for level in (3, 4):
+        text = builder.rewrite("x-00", "pick up the book in the middle and put it on the plate",
+                               bddl, level)
+        assert "hardback volume" not in text and "yellow book" not in text, text
+        assert text.count("book") == 1, text
+    table = instruction_table()["entries"]
+    assert "hardback volume" not in table["libero_90-86"]["4"]
+
+
 def test_a_semantic_case_sends_its_line_and_hashes_the_table() -> None:
     [twin, case] = select(load_catalog(), SelectionRequest(
         scope="development", task_ids=(3,), perturbations=(("semantic", 2),)))

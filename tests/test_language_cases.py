@@ -125,14 +125,19 @@ def test_a_second_run_repeats_every_byte(
 def test_verify_passes_and_catches_an_edited_instruction(
     perturbed: tuple[Path, dict[str, dict[str, Any]]],
 ) -> None:
-    """One verify over three cases: two re-execute to the byte, one whose record says it
-    sent another instruction is a mismatch."""
+    """One verify over three cases: two re-execute to the byte; one whose record says, in
+    both of its accounts, that it sent another instruction is a mismatch against the
+    installed instruction table, named by its field."""
     folder, _ = perturbed
     results = folder / "results.jsonl"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     for record in lines:
         if record["case"] == f"{TWIN}~semantic1":
             record["entry"]["language"] = "put the tomato sauce on the floor"
+            episode = folder / "cases" / record["case"] / "episode.json"
+            kept = json.loads(episode.read_text())
+            kept["entry"]["language"] = record["entry"]["language"]
+            episode.write_text(json.dumps(kept))
     results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
     cases = [f"--case={TWIN}~{kind}" for kind in ("object4", "semantic4", "semantic1")]
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(folder),
@@ -143,7 +148,7 @@ def test_verify_passes_and_catches_an_edited_instruction(
         assert verdicts[case]["status"] == "verified", verdicts[case]
         assert verdicts[case]["checked"]["images_compared"], verdicts[case]
     edited = verdicts[f"{TWIN}~semantic1"]
-    assert edited["status"] == "mismatch" and edited["difference"]["field"] == "perturbation"
+    assert edited["status"] == "mismatch" and edited["difference"]["field"] == "entry.language"
 
 
 def test_a_paraphrase_companion_is_the_twin_with_the_paraphrase(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from synthetic import synthetic_record
 
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files
+from pytest_libero.config.plan import why_not_applicable
 from pytest_libero.perturb.draw import draw
 from pytest_libero.perturb.environment import keeps_out, map_state, retexture, upright
 from pytest_libero.perturb.levels import LEVELS, TABLE, parse_perturbations, perturb_identity
 from pytest_libero.perturb.position import offsets
 from pytest_libero.perturb.tasks import position_subjects_of
 from pytest_libero.results.summary import summarize
-from pytest_libero.session import perturbation_skip_reason
 
 OBJECTS = {"objects": ["plate_1", "akita_black_bowl_1"]}
 CONTEXT = {"candidates": [f"thing_{i}" for i in range(10)],
@@ -72,12 +72,12 @@ def test_position_moves_task_objects_on_the_table_and_keeps_the_rest() -> None:
     bddl, _ = installed_files(bowl.bddl_file, bowl.init_states_file)
     moved, kept = position_subjects_of(bddl)
     assert moved == ("akita_black_bowl_1",) and kept == {"white_cabinet_1": "a fixture"}
-    assert perturbation_skip_reason(bowl.perturbed("position", 1)) is None
+    assert why_not_applicable(bowl.perturbed("position", 1)) is None
     drawer = entry("libero_goal-00")  # "open the middle drawer": nothing to move
-    reason = perturbation_skip_reason(drawer.perturbed("position", 2))
+    reason = why_not_applicable(drawer.perturbed("position", 2))
     assert reason is not None and reason.startswith("libero_goal-00~position2: position cannot apply")
-    assert perturbation_skip_reason(drawer.perturbed("environment", 2)) is None
-    assert perturbation_skip_reason(drawer) is None
+    assert why_not_applicable(drawer.perturbed("environment", 2)) is None
+    assert why_not_applicable(drawer) is None
 
 
 def test_textures_are_swapped_by_name_and_the_state_is_laid_out_by_joint() -> None:

@@ -74,15 +74,15 @@ def test_distractors_keep_clear_of_the_goals_region() -> None:
     from pytest_libero.adapters.libero import LiberoEpisode
 
     [entry] = [e for e in load_catalog().entries if e.case_id == "libero_goal-05"]
-    episode = LiberoEpisode(entry.perturbed("environment", 2), track="rgb", control_cap=1,
+    episode = LiberoEpisode(entry.perturbed("environment", 1), track="rgb", control_cap=1,
                             monitor_safety=False)
     try:
         record = episode.identity["perturbation"]
     finally:
         episode.close()
     assert list(record["goal_regions"]) == ["main_table_stove_front_region"]
-    margin = TABLE["environment"][2]["margin_m"]
-    assert len(record["distractors"]) == 2
+    margin = TABLE["environment"][1]["margin_m"]
+    assert len(record["distractors"]) == 1
     for name, placed in record["distractors"].items():
         for x0, y0, x1, y1 in record["goal_regions"].values():
             x, y = placed["settled_pos"][:2]
@@ -125,7 +125,8 @@ def test_verify_re_executes_scene_kinds_and_catches_an_edited_parameter(
     scene_run: tuple[Path, dict[str, dict[str, Any]]],
 ) -> None:
     """One re-execution each: the environment case as recorded (every byte repeats),
-    the position case with its drawn direction edited (caught)."""
+    the position case with its drawn direction edited in both of its accounts
+    (results.jsonl and episode.json agree, so only re-execution can catch it)."""
     root, _ = scene_run
     run_dir = root / "libero-results" / "zero" / "scene"
     results = run_dir / "results.jsonl"
@@ -133,6 +134,10 @@ def test_verify_re_executes_scene_kinds_and_catches_an_edited_parameter(
     for record in lines:
         if record["case"] == f"{CASE}~position2":
             record["perturbation"]["parameters"]["direction_deg"]["akita_black_bowl_1"] += 5.0
+            episode = run_dir / "cases" / record["case"] / "episode.json"
+            kept = json.loads(episode.read_text())
+            kept["perturbation"] = record["perturbation"]
+            episode.write_text(json.dumps(kept))
     results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
                            f"--case={CASE}~environment3", f"--case={CASE}~position2"],
@@ -145,9 +150,18 @@ def test_verify_re_executes_scene_kinds_and_catches_an_edited_parameter(
 
 
 def test_a_position_case_with_nothing_to_move_is_skipped_at_collection(tmp_path: Path) -> None:
+    """Shown as skipped with the reason, named in run.json, and not part of the selection:
+    the run of the twin alone is complete (nothing unattempted), so a resume has nothing
+    left to run and the gates can certify it."""
     done = run_pytest(["-q", "-rs", *TINY, "--libero-scope=task_coverage",
-                       "--libero-suite=libero_goal",
-                       "--libero-task-ids=0", "--libero-perturb=position:1", "-k", "position1"],
+                       "--libero-suite=libero_goal", "--libero-run-id=skip",
+                       "--libero-task-ids=0", "--libero-perturb=position:1"],
                       tmp_path, timeout=300)
     assert "libero_goal-00~position1: position cannot apply" in done.stdout, done.stdout
     assert "1 skipped" in done.stdout
+    folder = tmp_path / "libero-results" / "zero" / "skip"
+    plan = json.loads((folder / "run.json").read_text())["plan"]
+    assert plan["selection_cases"] == ["libero_goal-00"]
+    assert list(plan["not_applicable"]) == ["libero_goal-00~position1"]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["unattempted"] == [] and summary["counts"]["completed"] == 1

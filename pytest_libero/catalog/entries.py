@@ -281,7 +281,8 @@ class Catalog:
         """The paraphrase companion of a ``_lan`` entry: its twin, at its state, sending
         its BDDL's paraphrase; scene and init state are the twin's."""
         source = entry.ood
-        if source is None or self.ood_suites[entry.suite].variant != PARAPHRASE_VARIANT:
+        suite = self.ood_suites.get(entry.suite)
+        if source is None or suite is None or suite.variant != PARAPHRASE_VARIANT:
             raise ValueError(f"{entry.case_id} is not a LIBERO-PRO paraphrase (_lan) entry")
         return replace(self.twin_of(entry), variant=OodSource(PARAPHRASE, 1, source.twin),
                        language=entry.language, language_source="bddl")

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
+from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
 from pytest_libero.perturb.levels import perturb_identity
+from pytest_libero.perturb.tasks import JUDGED_FROM_BDDL, not_applicable
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
@@ -69,6 +72,10 @@ class RunPlan:
     evidence: str = "full"
     """How much of each episode the case folder keeps (EVIDENCE_LEVELS)."""
     shard: tuple[int, int] | None = None
+    inapplicable: tuple[tuple[Entry, str], ...] = ()
+    """Generated perturbations the selection asked for that cannot apply to their entry,
+    each with the reason: collected as skipped cases, never part of ``selected`` (so a
+    run without them is complete) and listed in run.json's ``not_applicable``."""
     renderer: dict[str, Any] | None = field(default=None, compare=False)
     """The fingerprint of the GL stack this process's cases render with
     (``evidence/renderer.py``), set once it is measured: every record's identity holds
@@ -160,6 +167,7 @@ class RunPlan:
             "mode": self.mode,
             "evidence": self.evidence,
             "partial": self.partial,
+            "not_applicable": {e.case_id: reason for e, reason in self.inapplicable},
         }
 
 
@@ -179,7 +187,9 @@ def make_plan(
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
-    selected = tuple(select(catalog, selection))
+    asked = tuple(select(catalog, selection))
+    inapplicable = tuple((e, reason) for e in asked if (reason := why_not_applicable(e)))
+    selected = tuple(e for e in asked if why_not_applicable(e) is None)
     mode = budget_mode or profile.budget_mode
     if mode not in BUDGET_MODES:
         raise SetupError(f"--libero-budget-mode={mode!r} is unknown; allowed: {', '.join(BUDGET_MODES)}")
@@ -217,11 +227,32 @@ def make_plan(
         render=render,
         video_stride=video_stride,
         evidence=level,
+        inapplicable=inapplicable,
     )
     if shard_of is None:
         return plan
     part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))
     return replace(plan, entries=part, owned=part)
+
+
+def why_not_applicable(entry: Entry) -> str | None:
+    """Why an entry's generated perturbation cannot apply to it (position: the goal names
+    no movable object on the table), known from its BDDL before anything runs; None when
+    it can, or for any other case."""
+    perturbation = entry.perturbation
+    if perturbation is None:
+        return None
+    reason = _not_applicable(entry.bddl_file, entry.init_states_file, perturbation.kind)
+    return None if reason is None else f"{entry.case_id}: {reason}"
+
+
+@cache
+def _not_applicable(bddl_file: str, states_file: str, kind: str) -> str | None:
+    """One reading of a task's BDDL per kind (a full-mode selection asks 50 times)."""
+    if kind not in JUDGED_FROM_BDDL:
+        return None
+    bddl, _ = installed_files(bddl_file, states_file)
+    return not_applicable(bddl, kind)
 
 
 def _ranges(values: tuple[int, ...]) -> str:

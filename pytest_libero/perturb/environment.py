@@ -182,8 +182,9 @@ def keeps_out(x: float, y: float, reach: float, margin: float, boxes: Sequence[B
                for x0, y0, x1, y1 in boxes)
 
 
-def _bottom_and_reach(sim: Any, geoms: Sequence[int]) -> tuple[float, float]:
-    """The lowest point of these geoms and their horizontal reach from the body's origin."""
+def _bottom_and_reach(sim: Any, geoms: Sequence[int], origin: Sequence[float]) -> tuple[float, float]:
+    """The lowest point of these geoms and their horizontal reach from ``origin`` (the
+    spot the body stands on: geoms may sit off the body's origin)."""
     model, data = sim.model, sim.data
     low, reach = math.inf, 0.0
     for g in geoms:
@@ -192,8 +193,16 @@ def _bottom_and_reach(sim: Any, geoms: Sequence[int]) -> tuple[float, float]:
         for corner in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).T.reshape(-1, 3):
             world = np.asarray(data.geom_xpos[g]) + rot @ (center + corner * half)
             low = min(low, float(world[2]))
-            reach = max(reach, float(np.hypot(*(world[:2] - data.geom_xpos[g][:2]))))
+            reach = max(reach, float(np.hypot(world[0] - origin[0], world[1] - origin[1])))
     return low, reach
+
+
+def _probes(reach: float) -> list[tuple[float, float]]:
+    """Where the flat-table rays go around a spot: its centre and eight points on the
+    footprint's edge (the four axes and the four diagonals)."""
+    side = reach / math.sqrt(2.0)
+    return [(0.0, 0.0), (reach, 0.0), (-reach, 0.0), (0.0, reach), (0.0, -reach),
+            (side, side), (side, -side), (-side, side), (-side, -side)]
 
 
 def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Sequence[int],
@@ -211,11 +220,11 @@ def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Seque
         sim.data.qpos[qpos:qpos + 7] = [x, y, table_z + 0.5, *quat]
         sim.data.qvel[qvel:qvel + 6] = 0.0
         sim.forward()
-        low, reach = _bottom_and_reach(sim, geoms)
+        low, reach = _bottom_and_reach(sim, geoms, (x, y))
         sim.data.qpos[qpos + 2] += table_z + 0.002 - low
         sim.forward()
         flat = True
-        for dx, dy in ((0, 0), (reach, 0), (-reach, 0), (0, reach), (0, -reach)):
+        for dx, dy in _probes(reach):
             g, z = _ray_down(mujoco, sim, x + dx, y + dy, body)
             if g < 0 or owner[g] != SUPPORT or abs(z - table_z) > FLAT_RAY_TOLERANCE_M:
                 flat = False

@@ -140,10 +140,14 @@ def position_subjects_of(bddl: Path) -> tuple[tuple[str, ...], dict[str, str]]:
     return scene_from_bddl(bddl.read_text(encoding="utf-8")).position_subjects()
 
 
+JUDGED_FROM_BDDL = ("position",)
+"""The kinds whose applicability a task's BDDL decides (the others apply to every task)."""
+
+
 def not_applicable(bddl: Path, kind: str) -> str | None:
     """Why ``kind`` cannot perturb the task of this BDDL (None: it can). Told at
     collection, so such a case is skipped with the reason instead of run unperturbed."""
-    if kind != "position":
+    if kind not in JUDGED_FROM_BDDL:
         return None
     moved, kept = position_subjects_of(bddl)
     if moved:

@@ -104,7 +104,7 @@ def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | No
     for suite, cases in sorted(_grouped(perturbed, suite_key).items()):
         entry = entry_of(cases[0])
         variant = _variant(cases[0])
-        suites[suite] = {"kind": variant.kind, "level": variant.level,
+        suites[suite] = {"kind": variant.kind, "level": variant.level, "source": _source(cases[0]),
                          "base": entry.twin.suite if entry.twin else None,
                          **_shows(entry), **group_block(cases, records)}
     return {
