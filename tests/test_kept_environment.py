@@ -80,18 +80,20 @@ def test_a_tasks_states_continue_in_its_environment_and_verify_as_fresh_builds(
 def test_perturbed_cases_run_beside_the_kept_environment_set_up_ahead(
     pytester: pytest.Pytester,
 ) -> None:
-    # pytest's order: s0, s0~camera1, s1, s1~camera1. The twin states chain as in a run
+    # pytest's order: s0, s0~position1, s1, s1~position1 (a kind that moves the task's
+    # objects and judges the settled scene, from each state). The twin states chain as in a run
     # without perturbations; each perturbed case is a fresh build of its own, set up
     # while the case before it runs (which case sets up when, across tasks too, is the
     # host's choice: tests/test_host.py). Every case verifies as a fresh build.
     result = pytester.runpytest("--libero-profile=zero", *FULL[:-2], "--libero-max-policy-calls=2",
                                 "--libero-replan-interval=5", "--libero-task-ids=0",
-                                "--libero-init-states=0,1", "--libero-perturb=camera:1",
+                                "--libero-init-states=0,1", "--libero-perturb=position:1",
                                 "--libero-run-id=perturbed")
     result.assert_outcomes(failed=4)
     found = records(pytester, "zero", "perturbed")
     twins = [found[f"libero_10-00-s{state}"] for state in (0, 1)]
-    perturbed = [found[f"libero_10-00-s{state}~camera1"] for state in (0, 1)]
+    perturbed = [found[f"libero_10-00-s{state}~position1"] for state in (0, 1)]
+    assert all(r["perturbation"]["displacement"] for r in perturbed)
     assert [schedule(r) for r in twins] == [("fresh", 0), ("kept from state 0", 0)]
     assert twins[0]["pid"] == twins[1]["pid"]
     assert [schedule(r) for r in perturbed] == [("fresh", 0), ("fresh", 1)]
