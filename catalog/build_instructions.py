@@ -34,7 +34,6 @@ import argparse
 import hashlib
 import json
 import random
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from pytest_libero.perturb.levels import PERTURB_SEED  # noqa: E402 (after the path)
+from pytest_libero.perturb.tasks import scene_from_bddl  # noqa: E402
 
 TABLE_PATH = REPO_ROOT / "pytest_libero" / "data" / "libero_instructions.json"
 SCHEMA = "pytest-libero/instructions/1"
@@ -203,20 +203,13 @@ def draw_for(case_id: str, level: int) -> random.Random:
 
 
 def scene_of(bddl_text: str) -> tuple[dict[str, str], set[str]]:
-    """The BDDL's objects and fixtures (instance -> kind) and its objects of interest."""
-    def section(name: str) -> str:
-        match = re.search(r"\(:" + name + r"\s(.*?)\)", bddl_text, re.S)
-        return match.group(1) if match else ""
-
-    kinds: dict[str, str] = {}
-    for block in (section("fixtures"), section("objects")):
-        for line in block.splitlines():
-            names, sep, kind = line.partition(" - ")
-            if sep:
-                for name in names.split():
-                    kinds[name] = kind.strip()
+    """The BDDL's objects and fixtures (instance -> kind) and its objects of interest (a
+    region of interest counts as the object or fixture it belongs to), as the position
+    kind reads them (perturb/tasks.py)."""
+    scene = scene_from_bddl(bddl_text)
+    kinds = {**scene.fixtures, **scene.objects}
     interest = set()
-    for item in section("obj_of_interest").split():
+    for item in scene.of_interest:
         owner = max((n for n in kinds if item == n or item.startswith(n + "_")), key=len, default=None)
         if owner is not None:
             interest.add(owner)

@@ -10,7 +10,7 @@ has nothing to move is skipped before it runs, with the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,6 @@ class TaskScene:
     """Region (LIBERO's full name, ``<target>_<region>``) -> what it lies on or in."""
     initial: tuple[tuple[str, ...], ...]
     """The init predicates, e.g. ("on", "bowl_1", "main_table_bowl_region")."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def is_support(self, target: str) -> bool:
         """The table or floor: a region target that is no movable object and no fixture
@@ -108,7 +107,9 @@ class TaskScene:
 def scene_from_bddl(text: str) -> TaskScene:
     """A TaskScene from a BDDL file's text."""
     parsed = _parse(text)
-    problem = parsed[0] if parsed and isinstance(parsed[0], list) else []
+    # A whole file is one (define ...); a fragment of sections is read as they stand.
+    whole = len(parsed) == 1 and isinstance(parsed[0], list) and parsed[0][:1] == ["define"]
+    problem = parsed[0] if whole else parsed
     regions: dict[str, str] = {}
     for region in _section(problem, ":regions"):
         if isinstance(region, list) and region and isinstance(region[0], str):
