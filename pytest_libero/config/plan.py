@@ -187,9 +187,9 @@ def make_plan(
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
-    asked = tuple(select(catalog, selection))
-    inapplicable = tuple((e, reason) for e in asked if (reason := why_not_applicable(e)))
-    selected = tuple(e for e in asked if why_not_applicable(e) is None)
+    asked = [(e, why_not_applicable(e)) for e in select(catalog, selection)]
+    inapplicable = tuple((e, reason) for e, reason in asked if reason is not None)
+    selected = tuple(e for e, reason in asked if reason is None)
     mode = budget_mode or profile.budget_mode
     if mode not in BUDGET_MODES:
         raise SetupError(f"--libero-budget-mode={mode!r} is unknown; allowed: {', '.join(BUDGET_MODES)}")
