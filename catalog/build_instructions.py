@@ -6,7 +6,8 @@
 For every native entry (libero_spatial, libero_object, libero_goal, libero_10,
 libero_90) four instructions, one per level, each the entry's own goal said
 differently. The rules, in order of level (each level keeps the one before's kind of
-change and adds its own; docs/perturbations.md prints them with an example):
+change, with the same choices, and adds its own; docs/perturbations.md prints them with
+an example):
 
 1. **One synonym.** One word or phrase of the instruction that has synonyms below
    (a verb, a preposition phrase or a noun) is replaced by one of them.
@@ -18,14 +19,16 @@ change and adds its own; docs/perturbations.md prints them with an example):
    else is left.
 4. **Plus descriptions.** Each task object (an object of interest) the instruction
    names is named by its ``DESCRIPTIONS`` entry instead, where the scene holds exactly
-   one object of that kind; the others keep their level-2 wording.
+   one object of that kind; the others keep their level-2 wording. Where no task object
+   can be described (each shares its kind with another), the clause's object is
+   described instead.
 
-Every choice (which word, which synonym, frame, clause, object) is drawn with Python's
-``random.Random`` seeded by a sha256 of this table's version, the documented
-perturbation seed, the case id and the level, so the script run again writes the same
-bytes. Only words from the lists below and the instruction's own words appear: no
-rewrite names a suite, a level, a case or anything else the protocol keeps from the
-policy. The goal (the BDDL) never changes; only what the policy is told does.
+Every choice (which word, which synonym, frame, clause, object) is drawn once per case
+with Python's ``random.Random`` seeded by a sha256 of this table's version, the
+documented perturbation seed and the case id, so the levels build on each other and the
+script run again writes the same bytes. Only words from the lists below and the
+instruction's own words appear: no rewrite names a suite, a level, a case or anything
+else the protocol keeps from the policy. The goal (the BDDL) never changes; only what the policy is told does.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from pytest_libero.perturb.tasks import scene_from_bddl  # noqa: E402
 
 TABLE_PATH = REPO_ROOT / "pytest_libero" / "data" / "libero_instructions.json"
 SCHEMA = "pytest-libero/instructions/1"
-VERSION = "pytest-libero-instructions/1"
+VERSION = "pytest-libero-instructions/2"
 """Raise it whenever a rule or a word list changes: the table's bytes change with it."""
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 
@@ -196,24 +199,18 @@ PLURAL_CLAUSES: tuple[str, ...] = (
 )
 
 
-def draw_for(case_id: str, level: int) -> random.Random:
-    """The generator of one (case, level): sha256 of the version, the seed, both."""
-    text = f"{VERSION}:{PERTURB_SEED}:{case_id}:{level}"
+def draw_for(case_id: str) -> random.Random:
+    """The generator of one case: sha256 of the version, the seed and the case id. One
+    generator for all four levels, so each level keeps the choices of the one before."""
+    text = f"{VERSION}:{PERTURB_SEED}:{case_id}"
     return random.Random(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little"))
 
 
 def scene_of(bddl_text: str) -> tuple[dict[str, str], set[str]]:
-    """The BDDL's objects and fixtures (instance -> kind) and its objects of interest (a
-    region of interest counts as the object or fixture it belongs to), as the position
-    kind reads them (perturb/tasks.py)."""
+    """The BDDL's objects and fixtures (instance -> kind) and its task objects (the
+    objects of interest, a region standing for its owner: perturb/tasks.py's rule)."""
     scene = scene_from_bddl(bddl_text)
-    kinds = {**scene.fixtures, **scene.objects}
-    interest = set()
-    for item in scene.of_interest:
-        owner = max((n for n in kinds if item == n or item.startswith(n + "_")), key=len, default=None)
-        if owner is not None:
-            interest.add(owner)
-    return kinds, interest
+    return {**scene.fixtures, **scene.objects}, set(scene.task_objects())
 
 
 def tokens(instruction: str) -> list[tuple[str, str]]:
@@ -243,53 +240,74 @@ def noun_kind(phrase: str, kinds: dict[str, str]) -> str | None:
     return next((k for k in NOUNS[phrase] if k in present), None)
 
 
-def rewrite(case_id: str, instruction: str, bddl_text: str, level: int) -> str:
-    """The instruction at ``level`` (1-4), by the module's rules."""
-    rng = draw_for(case_id, level)
+def rewrites(case_id: str, instruction: str, bddl_text: str) -> dict[int, str]:
+    """The instruction at levels 1-4, by the module's rules. Every choice is drawn once,
+    in a fixed order, and each level applies the choices of the levels below it: level 2
+    keeps level 1's synonym, level 3 is level 2 with the clause, level 4 is level 3 with
+    the descriptions."""
+    rng = draw_for(case_id)
     kinds, interest = scene_of(bddl_text)
     pieces = tokens(instruction)
     slots = [i for i, (text, role) in enumerate(pieces)
              if role == "syn" or (role == "noun" and text in NOUN_SYNONYMS)]
     if not slots:
         raise ValueError(f"{case_id}: {instruction!r} has no word with a synonym; add one")
-    chosen = set(slots) if level >= 2 else {rng.choice(slots)}
+    first = rng.choice(slots)
+    synonym = {i: rng.choice((SYNONYMS | NOUN_SYNONYMS)[pieces[i][0]]) for i in slots}
+    frame = rng.choice(FRAMES)
     task_kinds = {kinds[n] for n in interest}
     counts: dict[str, int] = {}
     for kind in kinds.values():
         counts[kind] = counts.get(kind, 0) + 1
+    named = {noun_kind(t, kinds) for t, r in pieces if r == "noun"}
+    # Never an object of the same sort as one the instruction names ("the yellow books"
+    # beside "the book in the middle"): that would tell which one is meant.
+    said = set(instruction.split())
+    left = sorted({k for k in kinds.values() if k not in task_kinds | named
+                   and PLAIN_NAMES.get(k, k).split()[-1] not in said})
+    others = [k for k in left if k in PLAIN_NAMES] or [k for k in left if k in SURFACES]
+    if not others:
+        raise ValueError(f"{case_id}: its scene has no object the task leaves alone")
+    other = rng.choice(others)
+    clause = rng.choice(PLURAL_CLAUSES if counts[other] > 1 else CLAUSES)
     # A description names one object only when no other object of the scene shares it
     # (the black and the yellow book are both "hardback volume").
     described: dict[str, int] = {}
     for kind in kinds.values():
         if kind in DESCRIPTIONS:
             described[DESCRIPTIONS[kind]] = described.get(DESCRIPTIONS[kind], 0) + 1
-    out = []
-    for i, (text, role) in enumerate(pieces):
-        kind = noun_kind(text, kinds) if role == "noun" else None
-        if (level >= 4 and kind in task_kinds and counts.get(kind or "") == 1
-                and described.get(DESCRIPTIONS.get(kind or "", ""), 0) == 1):
-            out.append(DESCRIPTIONS[kind or ""])
-        elif i in chosen:
-            out.append(rng.choice((SYNONYMS | NOUN_SYNONYMS)[text]))
-        else:
-            out.append(text)
-    sentence = " ".join(out)
-    frame = rng.choice(FRAMES) if level >= 2 else "{s}"
-    if level >= 3:
-        named = {noun_kind(t, kinds) for t, r in pieces if r == "noun"}
-        # Never an object of the same sort as one the instruction names ("the yellow
-        # books" beside "the book in the middle"): that would tell which one is meant.
-        said = set(instruction.split())
-        left = sorted({k for k in kinds.values() if k not in task_kinds | named
-                       and PLAIN_NAMES.get(k, k).split()[-1] not in said})
-        others = [k for k in left if k in PLAIN_NAMES] or [k for k in left if k in SURFACES]
-        if not others:
-            raise ValueError(f"{case_id}: its scene has no object the task leaves alone")
-        other = rng.choice(others)
-        name = PLAIN_NAMES.get(other) or SURFACES[other]
-        clauses = PLURAL_CLAUSES if counts[other] > 1 else CLAUSES
-        sentence = rng.choice(clauses).format(s=sentence, o=name)
-    return frame.format(s=sentence)
+
+    def alone(kind: str | None) -> bool:
+        return (kind is not None and counts.get(kind) == 1
+                and described.get(DESCRIPTIONS.get(kind, ""), 0) == 1)
+
+    describe = {i for i, (text, role) in enumerate(pieces)
+                if role == "noun" and noun_kind(text, kinds) in task_kinds and alone(noun_kind(text, kinds))}
+    # Where every task object shares its kind (two black bowls), level 4 describes the
+    # clause's object instead, so it still changes what the policy reads.
+    other_name = PLAIN_NAMES.get(other) or SURFACES[other]
+    other_described = DESCRIPTIONS[other] if not describe and alone(other) else other_name
+
+    def said_at(level: int) -> str:
+        out = []
+        for i, (text, _) in enumerate(pieces):
+            if level >= 4 and i in describe:
+                out.append(DESCRIPTIONS[noun_kind(text, kinds) or ""])
+            elif i == first or (level >= 2 and i in synonym):
+                out.append(synonym[i])
+            else:
+                out.append(text)
+        sentence = " ".join(out)
+        if level >= 3:
+            sentence = clause.format(s=sentence, o=other_described if level >= 4 else other_name)
+        return frame.format(s=sentence) if level >= 2 else sentence
+
+    return {level: said_at(level) for level in (1, 2, 3, 4)}
+
+
+def rewrite(case_id: str, instruction: str, bddl_text: str, level: int) -> str:
+    """The instruction at one level (1-4)."""
+    return rewrites(case_id, instruction, bddl_text)[level]
 
 
 def build(read_bddl: Any = None) -> dict[str, Any]:
@@ -305,9 +323,9 @@ def build(read_bddl: Any = None) -> dict[str, Any]:
             bddl_text = installed_files(entry.bddl_file, entry.init_states_file)[0].read_text()
         else:
             bddl_text = read_bddl(entry)
-        entries[entry.case_id] = {"task": entry.language, **{
-            str(level): rewrite(entry.case_id, entry.language, bddl_text, level)
-            for level in (1, 2, 3, 4)}}
+        said = rewrites(entry.case_id, entry.language, bddl_text)
+        entries[entry.case_id] = {"task": entry.language,
+                                  **{str(level): text for level, text in said.items()}}
     return {"schema": SCHEMA, "generator": VERSION, "seed": PERTURB_SEED,
             "rules": "catalog/build_instructions.py; docs/perturbations.md",
             "entries": entries}

@@ -59,7 +59,7 @@ def test_every_native_entry_has_four_distinct_rewrites_that_name_nothing_kept() 
 
 def test_level_one_changes_one_phrase_and_levels_grow(builder: ModuleType) -> None:
     row = instruction_table()["entries"]["libero_goal-07"]
-    assert row["task"] == "turn on the stove" and row["1"] == "switch on the stove"
+    assert row["task"] == "turn on the stove" and row["1"] == "turn on the hob"
     for case, row in instruction_table()["entries"].items():
         pieces = [text for text, _ in builder.tokens(row["task"])]
         synonyms = builder.SYNONYMS | builder.NOUN_SYNONYMS
@@ -68,6 +68,22 @@ def test_level_one_changes_one_phrase_and_levels_grow(builder: ModuleType) -> No
         assert row["1"] in one_swap, (case, row["1"])  # one word or phrase replaced
         assert len(row["3"]) > len(builder.tokens(row["task"])) and any(
             mark in row["3"] for mark in ("not needed", "ignoring", "out of it", "never mind"))
+
+
+def test_each_level_keeps_the_words_of_the_level_below(builder: ModuleType) -> None:
+    """Level 2 keeps level 1's synonym, level 3 is level 2 with a clause after it, and
+    level 4 is level 3 with task objects described: no level draws its words anew."""
+    frames = [frame.removesuffix("{s}") for frame in builder.FRAMES]
+    for case, row in instruction_table()["entries"].items():
+        task, one, two, three, four = row["task"], row["1"], row["2"], row["3"], row["4"]
+        frame = next(f for f in frames if two.startswith(f))
+        changed = [w for w in one.split() if w not in task.split()]
+        assert changed and all(w in two.split() for w in changed), (case, one, two)
+        assert three.startswith(two) and len(three) > len(two), (case, two, three)
+        descriptions = {w for d in builder.DESCRIPTIONS.values() for w in d.split()}
+        assert four.startswith(frame) and four != three, (case, three, four)
+        words = lambda text: set(re.findall(r"[a-z-]+", text))  # noqa: E731
+        assert words(four) - words(three) <= descriptions, (case, three, four)
 
 
 def test_descriptions_replace_only_a_task_object_that_is_alone_of_its_kind(builder: ModuleType) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.perturb.tasks import owners_of
+
 DRAWN_OBJECTS = 8
 """How many (colour, texture) draws a case makes; the task objects take them in name order."""
 TEXTURE_2D = 0
@@ -36,15 +38,10 @@ def drawn(rng: np.random.Generator, magnitudes: Mapping[str, float]) -> dict[str
 
 
 def task_objects(env: Any) -> list[str]:
-    """The task objects' instance names, sorted: the BDDL's objects of interest, a region
-    standing for the object (or fixture) it belongs to."""
+    """The task objects' instance names in a built LIBERO problem, sorted
+    (perturb/tasks.py's :func:`owners_of`)."""
     names = [*getattr(env, "objects_dict", {}), *getattr(env, "fixtures_dict", {})]
-    found = set()
-    for item in getattr(env, "obj_of_interest", []):
-        owner = max((n for n in names if item == n or item.startswith(n + "_")), key=len, default=None)
-        if owner is not None:
-            found.add(owner)
-    return sorted(found)
+    return list(owners_of(getattr(env, "obj_of_interest", []), names))
 
 
 def _owned_geoms(model: Any, instance: str) -> list[int]:

@@ -71,6 +71,10 @@ class TaskScene:
     initial: tuple[tuple[str, ...], ...]
     """The init predicates, e.g. ("on", "bowl_1", "main_table_bowl_region")."""
 
+    def task_objects(self) -> tuple[str, ...]:
+        """The objects and fixtures the goal involves, sorted (see :func:`owners_of`)."""
+        return owners_of(self.of_interest, [*self.objects, *self.fixtures])
+
     def is_support(self, target: str) -> bool:
         """The table or floor: a region target that is no movable object and no fixture
         other than a table."""
@@ -102,6 +106,20 @@ class TaskScene:
             else:
                 moved.append(name)
         return tuple(sorted(moved)), kept
+
+
+def owners_of(of_interest: Iterable[str], names: Iterable[str]) -> tuple[str, ...]:
+    """The named objects and fixtures the BDDL's objects of interest stand for, sorted: an
+    item is itself or, for a region (``wooden_cabinet_1_top_region``), the longest name
+    it starts with. The object kind recolours these, and the semantic kind describes
+    them, so both mean the same objects."""
+    names = list(names)
+    found = set()
+    for item in of_interest:
+        owner = max((n for n in names if item == n or item.startswith(n + "_")), key=len, default=None)
+        if owner is not None:
+            found.add(owner)
+    return tuple(sorted(found))
 
 
 def scene_from_bddl(text: str) -> TaskScene:
