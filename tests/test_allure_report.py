@@ -762,3 +762,51 @@ def test_report_counts_a_perturbed_case_as_its_own_test_not_a_retry(
     summary = json.loads((report / "summary.json").read_text())
     assert summary["stats"] == {"total": 3, "passed": 2, "failed": 1}, summary
     assert summary["retryTests"] == [] and summary["flakyTests"] == [], summary
+
+
+@pytest.mark.report
+def test_report_keeps_each_kind_apart_by_its_source(
+    report_tools: tuple[str, str], pytester: pytest.Pytester, mp4: Path, tmp_path: Path
+) -> None:
+    """Every generated kind under Perturbations -> kind -> level, LIBERO-PRO's shipped
+    kinds of the same names under LIBERO-PRO -> kind -> suite, the paraphrase companion
+    apart from its ``_lan`` case: a reader never finds two sources in one group."""
+    allure3, chromium = report_tools
+    catalog = load_catalog()
+    twin = catalog.suite_entries("libero_10")[3]
+    shipped = {e.suite: e for e in catalog.ood_entries if e.index == 3}
+    lan = shipped["libero_10_lan"]
+    entries = [twin, *(twin.perturbed(kind, level) for kind, level in (
+        ("position", 2), ("environment", 3), ("object", 1), ("semantic", 4))),
+        shipped["libero_10_swap"], shipped["libero_10_object"], shipped["libero_10_with_mug"],
+        lan, catalog.paraphrase_of(lan)]
+    records = {e.case_id: {**_record(str(e.twin or e.id), "failure"), "case": e.case_id,
+                           "entry": dict(e.as_dict())} for e in entries}
+    _project(pytester.path, mp4, list(records))
+    (pytester.path / "records.json").write_text(json.dumps(records))
+    alluredir = pytester.path / "allure-results"
+    _run(pytester, f"--alluredir={alluredir}").assert_outcomes(failed=len(records))
+    report, _ = _report(allure3, alluredir, tmp_path)
+    with _serve(report) as base, _chromium_page(chromium, tmp_path / "chromium") as page:
+        page.goto(f"{base}/")
+        shown = page.evaluate(READ_TREE_AND_CATEGORIES)
+    assert "error" not in shown, shown
+    task = twin.name
+    generated = "Perturbations"
+    assert sorted(shown["tree"]) == sorted([
+        ["LIBERO", "libero_10", task, f"libero_10-03: {twin.language}"],
+        [generated, "position", "level 2 / libero_10", f"libero_10-03~position2: {twin.language}"],
+        [generated, "environment", "level 3 / libero_10",
+         f"libero_10-03~environment3: {twin.language}"],
+        [generated, "object", "level 1 / libero_10", f"libero_10-03~object1: {twin.language}"],
+        [generated, "semantic", "level 4 / libero_10",
+         f"libero_10-03~semantic4: {twin.perturbed('semantic', 4).language}"],
+        ["LIBERO-PRO", "position", "libero_10_swap",
+         f"libero_10_swap-03: {shipped['libero_10_swap'].language}"],
+        ["LIBERO-PRO", "object", "libero_10_object",
+         f"libero_10_object-03: {shipped['libero_10_object'].language}"],
+        ["LIBERO-PRO", "environment", "libero_10_with_mug",
+         f"libero_10_with_mug-03: {shipped['libero_10_with_mug'].language}"],
+        ["LIBERO-PRO", "semantic", "libero_10_lan", f"libero_10_lan-03: {lan.language}"],
+        ["LIBERO-PRO", "paraphrase", "libero_10", f"libero_10-03~paraphrase: {lan.language}"],
+    ]), shown["tree"]
