@@ -35,6 +35,8 @@ TEXTURE_PARTS: Mapping[str, tuple[str, ...]] = {
 GRAPHABLE = ("hope_objects", "google_scanned_objects")
 """The installed object families distractors come from: small objects that stand."""
 FLAT_RAY_TOLERANCE_M = 0.01
+PLANE = 0
+"""MuJoCo's mjGEOM_PLANE."""
 PREFIX = "distractor_"
 
 
@@ -53,8 +55,18 @@ def candidate_objects(registry: Mapping[str, Any], scene_categories: Sequence[st
 
 
 def texture_files(directory: Path) -> list[str]:
-    """The installed texture images, by file name."""
-    return sorted(p.name for p in directory.glob("*.png"))
+    """The installed texture images a scene part can take, by file name: square ones only.
+    LIBERO's tables are cube textures, which MuJoCo builds from one image only when it
+    is square (``table_light_wood.png``, 509x339, fails to compile there)."""
+    from PIL import Image
+
+    square = []
+    for path in sorted(directory.glob("*.png")):
+        with Image.open(path) as image:  # reads the header only
+            width, height = image.size
+        if width == height:
+            square.append(path.name)
+    return square
 
 
 def retexture(xml: str, textures: Mapping[str, str], directory: Path) -> tuple[str, dict[str, Any]]:
@@ -128,27 +140,47 @@ def collision_geoms(model: Any) -> np.ndarray:
                      if model.geom_contype[g] or model.geom_conaffinity[g]], dtype=int)
 
 
-def _ray_down(mujoco: Any, sim: Any, x: float, y: float, exclude: int = -1) -> tuple[int, float]:
+def _ray_down(mujoco: Any, sim: Any, x: float, y: float, exclude: int = -1,
+              planes: bool = True) -> tuple[int, float]:
     """The first collision geom straight below (x, y) from 2 m up (body ``exclude``
-    ignored), and its height."""
+    ignored), and its height; (-1, nan) when there is none.
+
+    robosuite keeps collision geoms in group 0 and visual ones in group 1, so the ray
+    looks at group 0; but the arena's floor is a collision plane in group 1 (the support
+    of libero_object's scenes). Where nothing in group 0 lies below, the highest
+    collision plane below is the hit (``planes``)."""
     geomid = np.array([-1], dtype=np.int32)
     group = np.array([1, 0, 0, 0, 0, 0], dtype=np.uint8)
     dist = mujoco.mj_ray(sim.model._model, sim.data._data, np.array([x, y, 2.0]),
                          np.array([0.0, 0.0, -1.0]), group, 1, exclude, geomid)
-    return int(geomid[0]), 2.0 - float(dist)
+    if int(geomid[0]) >= 0 or not planes:
+        return int(geomid[0]), 2.0 - float(dist)
+    model = sim.model
+    below = [(float(sim.data.geom_xpos[g][2]), g) for g in range(model.ngeom)
+             if int(model.geom_type[g]) == PLANE and (model.geom_contype[g] or model.geom_conaffinity[g])
+             and float(sim.data.geom_xpos[g][2]) < 2.0]
+    if not below:
+        return -1, math.nan
+    z, g = max(below)
+    return g, z
 
 
 def support_height(mujoco: Any, sim: Any, owner: Sequence[str],
                    points: Sequence[Sequence[float]]) -> float | None:
     """The table's height: the median height of the support just beside the task's
-    objects (a ray a little outside each), None when no ray meets the support."""
-    heights = []
-    for x, y in points:
-        for dx, dy in ((0.08, 0), (-0.08, 0), (0, 0.08), (0, -0.08)):
-            g, z = _ray_down(mujoco, sim, x + dx, y + dy)
-            if g >= 0 and owner[g] == SUPPORT:
-                heights.append(z)
-    return float(np.median(heights)) if heights else None
+    objects (a ray a little outside each), None when no ray meets the support. A ray
+    meets a floor plane only in a scene with no table beside its objects (the floor is
+    then the support: libero_object), never in place of the table."""
+    for planes in (False, True):
+        heights = []
+        for x, y in points:
+            for dx, dy in ((0.08, 0), (-0.08, 0), (0, 0.08), (0, -0.08)):
+                g, z = _ray_down(mujoco, sim, x + dx, y + dy, planes=planes)
+                if g >= 0 and owner[g] == SUPPORT:
+                    heights.append(z)
+        if heights:
+            return float(np.median(heights))
+    return None
 
 
 Box = tuple[float, float, float, float]
