@@ -206,12 +206,12 @@ class LiberoEpisode:
         self._perturb("reset")
         if self.render == "consumed":
             self._install_gates()
-        self._obs = self._install(state)
-        self._perturb("init_state")
         perturbation = self.entry.perturbation
         if perturbation is not None and self._scene_kind() is not None:
-            self._settle_scene(state, perturbation.kind, perturbation.level)
+            self._settle_scene(state, perturbation.kind, perturbation.level)  # installs per draw
         else:
+            self._obs = self._install(state)
+            self._perturb("init_state")
             self._settle()
         # The settled physics, hashed: a perturbation that must leave it alone is checked
         # against its twin's (camera, light, noise), and verify's re-execution reaches it.
