@@ -14,10 +14,24 @@ from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.config.plan import why_not_applicable
 from pytest_libero.perturb.draw import draw
-from pytest_libero.perturb.environment import keeps_out, map_state, retexture, upright
-from pytest_libero.perturb.levels import LEVELS, TABLE, parse_perturbations, perturb_identity
+from pytest_libero.perturb.environment import (
+    keeps_out,
+    map_state,
+    retexture,
+    texture_files,
+    upright,
+)
+from pytest_libero.perturb.levels import (
+    LEVELS,
+    SCENE_REDRAWS,
+    TABLE,
+    parse_perturbations,
+    perturb_identity,
+)
 from pytest_libero.perturb.position import offsets
+from pytest_libero.perturb.room import draw_basis, room_table
 from pytest_libero.perturb.tasks import position_subjects_of
+from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.summary import summarize
 
 OBJECTS = {"objects": ["plate_1", "akita_black_bowl_1"]}
@@ -80,6 +94,55 @@ def test_position_moves_task_objects_on_the_table_and_keeps_the_rest() -> None:
     assert why_not_applicable(drawer) is None
 
 
+def test_the_room_table_covers_every_native_task_under_todays_draws() -> None:
+    """The frozen environment-room table was measured for all 130 tasks at every level
+    under the draws this checkout makes; each refusal is the adapter's own reason."""
+    table = room_table()
+    assert table["draw_basis"] == draw_basis()
+    assert table["checked"] == sorted(e.task_id for e in load_catalog().entries)
+    assert table["levels"] == list(LEVELS)
+    for case, reason in table["no_room"].items():
+        task, _, kind = case.partition("~")
+        assert kind in {f"environment{level}" for level in LEVELS} and task in table["checked"]
+        assert reason.startswith(f"{case}: every one of {SCENE_REDRAWS + 1} draws was rejected")
+
+
+def test_an_environment_case_with_no_room_is_skipped_in_either_mode() -> None:
+    """libero_goal-05 (the plate to the front of the stove) takes one distractor, not two
+    (measured); its full-mode cases ask the same row."""
+    plate = entry("libero_goal-05")
+    assert why_not_applicable(plate.perturbed("environment", 1)) is None
+    for case in (plate, plate.at_state(7)):
+        reason = why_not_applicable(case.perturbed("environment", 2))
+        assert reason is not None, case
+        assert reason.startswith(f"{case.case_id}~environment2: environment cannot apply at level 2"
+                                 ": the table has no room (libero_goal-05~environment2: every one")
+        assert "build_environment_room.py" in reason
+
+
+def test_a_room_table_measured_under_other_draws_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_libero.perturb.room as room
+
+    room_table.cache_clear()
+    monkeypatch.setattr(room, "draw_basis", lambda: {**draw_basis(), "scene_redraws": 99})
+    try:
+        with pytest.raises(SetupError, match="measured under other environment draws.*rebuild it"):
+            room.no_room("libero_goal-05", 2)
+    finally:
+        room_table.cache_clear()
+
+
+def test_only_square_textures_are_drawn(tmp_path: Path) -> None:
+    """A cube texture (LIBERO's tables) compiles from a square image only: the installed
+    509x339 ``table_light_wood.png`` failed libero_spatial-05 at environment level 4."""
+    from PIL import Image
+
+    for name, size in (("square.png", (8, 8)), ("wide.png", (9, 6)), ("tall.png", (4, 6))):
+        Image.new("RGB", size).save(tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not an image")
+    assert texture_files(tmp_path) == ["square.png"]
+
+
 def test_textures_are_swapped_by_name_and_the_state_is_laid_out_by_joint() -> None:
     xml = ('<asset><texture file="/a/floor.png" type="2d" name="texplane" />'
            '<texture file="/a/wood.png" type="cube" name="tex-table" />'
@@ -129,3 +192,35 @@ def test_a_distractor_keeps_the_margin_from_every_goal_region() -> None:
     assert not keeps_out(0.05, 0.05, 0.0, 0.0, [region])     # inside it
     assert keeps_out(0.05, 0.05, 0.05, 0.04, [])
     assert not keeps_out(0.3, 0.05, 0.05, 0.04, [region, (0.25, 0.0, 0.35, 0.1)])
+
+
+def test_a_floor_plane_is_the_support_only_where_no_table_is_below() -> None:
+    """robosuite's floor is a collision plane in group 1, which the group-0 ray misses:
+    libero_object's objects stand on it. The plane answers only where nothing in group 0
+    lies below, and the table's height never comes from it while a table is beside the
+    objects."""
+    from types import SimpleNamespace
+
+    from pytest_libero.perturb.environment import _ray_down, support_height
+
+    table_top = {(0.0, 0.0)}  # where a group-0 table geom lies below, at 0.9 m
+
+    def mj_ray(model, data, start, direction, group, flg, exclude, geomid):  # type: ignore[no-untyped-def]
+        hit = (round(float(start[0]), 2), round(float(start[1]), 2)) in {
+            (x + dx, y + dy) for x, y in table_top for dx, dy in ((0.08, 0), (-0.08, 0), (0, 0.08))}
+        geomid[0] = 1 if hit else -1
+        return 2.0 - 0.9 if hit else -1.0
+
+    model = SimpleNamespace(_model=None, ngeom=2, geom_type=np.array([0, 6]),
+                            geom_contype=np.array([1, 1]), geom_conaffinity=np.array([1, 1]))
+    sim = SimpleNamespace(model=model, data=SimpleNamespace(
+        _data=None, geom_xpos=np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.9]])))
+    mujoco = SimpleNamespace(mj_ray=mj_ray)
+    owner = ["support", "support"]
+    assert _ray_down(mujoco, sim, 0.08, 0.0) == (1, pytest.approx(0.9))
+    assert _ray_down(mujoco, sim, 0.5, 0.5) == (0, 0.0)  # off the table: the floor
+    assert _ray_down(mujoco, sim, 0.5, 0.5, planes=False)[0] == -1
+    # Three of four rays meet the table, one the floor: the table's height.
+    assert support_height(mujoco, sim, owner, [(0.0, 0.0)]) == pytest.approx(0.9)
+    table_top.clear()  # libero_object: no table at all
+    assert support_height(mujoco, sim, owner, [(0.0, 0.0)]) == 0.0

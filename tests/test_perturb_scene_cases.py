@@ -18,6 +18,7 @@ from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_states
 from pytest_libero.perturb.levels import LEVELS, TABLE
+from pytest_libero.perturb.room import room_table
 
 pytestmark = pytest.mark.simulator
 
@@ -70,8 +71,11 @@ def test_position_levels_on_one_scene() -> None:
 
 def test_distractors_keep_clear_of_the_goals_region() -> None:
     """A goal that names a region of the table (the plate to the front of the stove): the
-    region is recorded and no distractor stands in it or within the margin of it."""
+    region is recorded and no distractor stands in it or within the margin of it. Level 2
+    finds no room: the adapter's refusal is the frozen room table's row, word for word
+    (collection skips that case: tests/test_perturb_scene.py)."""
     from pytest_libero.adapters.libero import LiberoEpisode
+    from pytest_libero.protocol.errors import EnvironmentFault
 
     [entry] = [e for e in load_catalog().entries if e.case_id == "libero_goal-05"]
     episode = LiberoEpisode(entry.perturbed("environment", 1), track="rgb", control_cap=1,
@@ -80,6 +84,10 @@ def test_distractors_keep_clear_of_the_goals_region() -> None:
         record = episode.identity["perturbation"]
     finally:
         episode.close()
+    with pytest.raises(EnvironmentFault) as refused:
+        LiberoEpisode(entry.perturbed("environment", 2), track="rgb", control_cap=1,
+                      monitor_safety=False)
+    assert str(refused.value.__cause__) == room_table()["no_room"]["libero_goal-05~environment2"]
     assert list(record["goal_regions"]) == ["main_table_stove_front_region"]
     margin = TABLE["environment"][1]["margin_m"]
     assert len(record["distractors"]) == 1

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
-from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
+from pytest_libero.perturb.applicability import not_applicable
 from pytest_libero.perturb.levels import perturb_identity
-from pytest_libero.perturb.tasks import JUDGED_FROM_BDDL, not_applicable
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
@@ -236,23 +234,15 @@ def make_plan(
 
 
 def why_not_applicable(entry: Entry) -> str | None:
-    """Why an entry's generated perturbation cannot apply to it (position: the goal names
-    no movable object on the table), known from its BDDL before anything runs; None when
-    it can, or for any other case."""
+    """Why an entry's generated perturbation cannot apply to it (perturb/applicability.py:
+    position with nothing to move, environment with no room), known before anything runs;
+    None when it can, or for any other case."""
     perturbation = entry.perturbation
     if perturbation is None:
         return None
-    reason = _not_applicable(entry.bddl_file, entry.init_states_file, perturbation.kind)
+    reason = not_applicable(entry.task_id, entry.bddl_file, entry.init_states_file,
+                            perturbation.kind, perturbation.level)
     return None if reason is None else f"{entry.case_id}: {reason}"
-
-
-@cache
-def _not_applicable(bddl_file: str, states_file: str, kind: str) -> str | None:
-    """One reading of a task's BDDL per kind (a full-mode selection asks 50 times)."""
-    if kind not in JUDGED_FROM_BDDL:
-        return None
-    bddl, _ = installed_files(bddl_file, states_file)
-    return not_applicable(bddl, kind)
 
 
 def _ranges(values: tuple[int, ...]) -> str:

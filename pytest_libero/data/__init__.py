@@ -16,6 +16,8 @@ OOD_INVENTORY_FILE = "libero_ood_inventory.json"
 VALIDATION_FILE = "full_mode_validation.json"
 INSTRUCTIONS_FILE = "libero_instructions.json"
 """The semantic perturbation's rewrites, written by ``catalog/build_instructions.py``."""
+ENVIRONMENT_ROOM_FILE = "environment_room.json"
+"""The environment cases with no room, written by ``catalog/build_environment_room.py``."""
 
 
 def data_path(name: str) -> Traversable:

@@ -3,8 +3,8 @@
 The position kind moves the task's movable objects that stand on the table; an object
 inside or on a fixture (a drawer, a cabinet, a rack), on another object, or with another
 object on it stays where it is. The same rule answers at collection (from the BDDL
-text, no simulator) and in the adapter (from LIBERO's parsed problem), so a case that
-has nothing to move is skipped before it runs, with the reason.
+text, no simulator: perturb/applicability.py) and in the adapter (from LIBERO's parsed
+problem), so a case that has nothing to move is skipped before it runs, with the reason.
 """
 
 from __future__ import annotations
@@ -157,20 +157,3 @@ def scene_from_problem(parsed: Mapping[str, Any]) -> TaskScene:
 def position_subjects_of(bddl: Path) -> tuple[tuple[str, ...], dict[str, str]]:
     """The position kind's subjects for an installed BDDL file."""
     return scene_from_bddl(bddl.read_text(encoding="utf-8")).position_subjects()
-
-
-JUDGED_FROM_BDDL = ("position",)
-"""The kinds whose applicability a task's BDDL decides (the others apply to every task)."""
-
-
-def not_applicable(bddl: Path, kind: str) -> str | None:
-    """Why ``kind`` cannot perturb the task of this BDDL (None: it can). Told at
-    collection, so such a case is skipped with the reason instead of run unperturbed."""
-    if kind not in JUDGED_FROM_BDDL:
-        return None
-    moved, kept = position_subjects_of(bddl)
-    if moved:
-        return None
-    named = ", ".join(f"{name} ({why})" for name, why in kept.items()) or "only regions"
-    return (f"position cannot apply: the goal names no movable object standing on the table "
-            f"(it names {named})")
