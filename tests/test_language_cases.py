@@ -19,11 +19,12 @@ from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.instructions import rewritten
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
+from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.results.robustness import PARAPHRASE_ALONE, PARAPHRASE_PLACED
 
 pytestmark = pytest.mark.simulator
 
-PERTURB = "object:1,object:4,semantic:1,semantic:4"
+PERTURB = "object:1,object:4,semantic:4"
 TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
         "--libero-replan-interval=1", "--libero-track=rgb+proprio"]
 TWIN = "libero_10-00"
@@ -69,7 +70,7 @@ def test_semantic_cases_change_the_language_alone(
 ) -> None:
     _, found = perturbed
     twin = found[TWIN]
-    for level in (1, 4):
+    for level in (4,):  # level 1 in full mode: test_full_mode_runs_object_and_semantic_cases...
         record = found[f"{TWIN}~semantic{level}"]
         instruction = rewritten(TWIN, level)
         assert instruction != twin["entry"]["language"]
@@ -125,30 +126,57 @@ def test_a_second_run_repeats_every_byte(
 def test_verify_passes_and_catches_an_edited_instruction(
     perturbed: tuple[Path, dict[str, dict[str, Any]]],
 ) -> None:
-    """One verify over three cases: two re-execute to the byte; one whose record says, in
-    both of its accounts, that it sent another instruction is a mismatch against the
-    installed instruction table, named by its field."""
+    """One verify over two cases: the object case re-executes to the byte; the semantic
+    case whose record says, in both of its accounts, that it sent another instruction is
+    a mismatch against the installed instruction table, named by its field, before any
+    re-execution (a semantic case that verifies: the full-mode test below)."""
     folder, _ = perturbed
     results = folder / "results.jsonl"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     for record in lines:
-        if record["case"] == f"{TWIN}~semantic1":
+        if record["case"] == f"{TWIN}~semantic4":
             record["entry"]["language"] = "put the tomato sauce on the floor"
             episode = folder / "cases" / record["case"] / "episode.json"
             kept = json.loads(episode.read_text())
             kept["entry"]["language"] = record["entry"]["language"]
             episode.write_text(json.dumps(kept))
     results.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in lines))
-    cases = [f"--case={TWIN}~{kind}" for kind in ("object4", "semantic4", "semantic1")]
+    cases = [f"--case={TWIN}~{kind}" for kind in ("object4", "semantic4")]
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(folder),
                            "-n", "2", *cases], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     verdicts = {v["case"]: v for v in json.loads((folder / "verify.json").read_text())["cases"]}
-    for case in (f"{TWIN}~object4", f"{TWIN}~semantic4"):
-        assert verdicts[case]["status"] == "verified", verdicts[case]
-        assert verdicts[case]["checked"]["images_compared"], verdicts[case]
-    edited = verdicts[f"{TWIN}~semantic1"]
+    verified = verdicts[f"{TWIN}~object4"]
+    assert verified["status"] == "verified" and verified["checked"]["images_compared"], verified
+    edited = verdicts[f"{TWIN}~semantic4"]
     assert edited["status"] == "mismatch" and edited["difference"]["field"] == "entry.language"
+
+
+def test_full_mode_runs_object_and_semantic_cases_from_a_later_state(tmp_path: Path) -> None:
+    """Full mode, state 1 (one positioning reset before the episode's own): the object and
+    semantic cases are fresh builds that reach the twin's settled state, each differs
+    from the twin only where its kind says, and both re-execute under verify."""
+    folder, found = run(tmp_path, "full", "--libero-mode=full", "--libero-scope=task_coverage",
+                        "--libero-suite=libero_10", "--libero-task-ids=0", "--libero-init-states=1",
+                        "--libero-perturb=object:1,semantic:1", "--libero-evidence=full")
+    twin, shown = found[f"{TWIN}-s1"], first(found[f"{TWIN}-s1"])
+    obj, said = found[f"{TWIN}-s1~object1"], found[f"{TWIN}-s1~semantic1"]
+    for record in (twin, obj, said):
+        assert record["identity"]["schedule"]["positioning_resets"] == 1, record["case"]
+        assert record["identity"]["settled_state_sha256"] == twin["identity"]["settled_state_sha256"]
+        assert np.array_equal(first(record)["proprio"], shown["proprio"])
+    assert obj["entry"]["identity"] == said["entry"]["identity"] == perturb_identity("full")
+    assert obj["entry"]["language"] == twin["entry"]["language"]
+    assert difference(first(obj)["images"]["agentview"], shown["images"]["agentview"]) > 0.1
+    assert said["entry"]["language"] == rewritten(TWIN, 1) != twin["entry"]["language"]
+    assert same_images(first(said), shown)
+    done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(folder), "-n", "2",
+                           f"--case={TWIN}-s1~object1", f"--case={TWIN}-s1~semantic1"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = json.loads((folder / "verify.json").read_text())["cases"]
+    assert sorted((v["case"], v["status"]) for v in verdicts) == [
+        (f"{TWIN}-s1~object1", "verified"), (f"{TWIN}-s1~semantic1", "verified")]
 
 
 def test_a_paraphrase_companion_is_the_twin_with_the_paraphrase(tmp_path: Path) -> None:

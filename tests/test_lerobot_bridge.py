@@ -267,9 +267,11 @@ def _text(data: str | bytes | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lerobot_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A venv with lerobot, its torch and this checkout's serving part; its python.
+    Built once a session: the simulator tests run last (tests/conftest.py), so a module
+    fixture would be built again for the real-case test, minutes later.
 
     Fails (never skips) when the package index cannot be reached: this is the test
     that proves the bridge works with the real lerobot.
@@ -309,7 +311,7 @@ def lerobot_env(home: Path) -> dict[str, str]:
     return clean_env(HF_HOME=str(home / "hf"), HF_LEROBOT_HOME=str(home / "lerobot"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checkpoints(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Tiny ACT checkpoints: LIBERO's camera names with a 9-value state, and an 8-value one."""
     folder = tmp_path_factory.mktemp("checkpoints")
