@@ -70,20 +70,20 @@ def test_semantic_cases_change_the_language_alone(
 ) -> None:
     _, found = perturbed
     twin = found[TWIN]
-    for level in (4,):  # level 1 in full mode: test_full_mode_runs_object_and_semantic_cases...
-        record = found[f"{TWIN}~semantic{level}"]
-        instruction = rewritten(TWIN, level)
-        assert instruction != twin["entry"]["language"]
-        assert record["entry"]["language"] == instruction  # the record keeps the instruction
-        assert record["perturbation"]["parameters"]["instruction"] == instruction
-        assert record["perturbation"]["applied"] == {"instruction_sent": instruction}
-        assert same_images(first(record), first(twin))
-        assert np.array_equal(first(record)["proprio"], first(twin)["proprio"])
-        assert record["identity"]["settled_state_sha256"] == twin["identity"]["settled_state_sha256"]
-        shown, native = delivered(record), delivered(twin)
-        assert [line["language"] for line in shown] == [instruction]
-        assert [{**line, "language": None} for line in shown] == [
-            {**line, "language": None} for line in native]  # every other delivered byte
+    level = 4  # level 1 runs in full mode: test_full_mode_runs_object_and_semantic_cases...
+    record = found[f"{TWIN}~semantic{level}"]
+    instruction = rewritten(TWIN, level)
+    assert instruction != twin["entry"]["language"]
+    assert record["entry"]["language"] == instruction  # the record keeps the instruction
+    assert record["perturbation"]["parameters"]["instruction"] == instruction
+    assert record["perturbation"]["applied"] == {"instruction_sent": instruction}
+    assert same_images(first(record), first(twin))
+    assert np.array_equal(first(record)["proprio"], first(twin)["proprio"])
+    assert record["identity"]["settled_state_sha256"] == twin["identity"]["settled_state_sha256"]
+    shown, native = delivered(record), delivered(twin)
+    assert [line["language"] for line in shown] == [instruction]
+    assert [{**line, "language": None} for line in shown] == [
+        {**line, "language": None} for line in native]  # every other delivered byte
 
 
 def test_object_cases_change_the_images_alone(

@@ -201,7 +201,7 @@ def test_a_floor_plane_is_the_support_only_where_no_table_is_below() -> None:
     objects."""
     from types import SimpleNamespace
 
-    from pytest_libero.perturb.environment import _ray_down, support_height
+    from pytest_libero.perturb.environment import _ray_down, floor_planes, support_height
 
     table_top = {(0.0, 0.0)}  # where a group-0 table geom lies below, at 0.9 m
 
@@ -217,9 +217,11 @@ def test_a_floor_plane_is_the_support_only_where_no_table_is_below() -> None:
         _data=None, geom_xpos=np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.9]])))
     mujoco = SimpleNamespace(mj_ray=mj_ray)
     owner = ["support", "support"]
-    assert _ray_down(mujoco, sim, 0.08, 0.0) == (1, pytest.approx(0.9))
-    assert _ray_down(mujoco, sim, 0.5, 0.5) == (0, 0.0)  # off the table: the floor
-    assert _ray_down(mujoco, sim, 0.5, 0.5, planes=False)[0] == -1
+    planes = floor_planes(sim)
+    assert planes == [(0.0, 0)]  # the plane only, not the table's box
+    assert _ray_down(mujoco, sim, 0.08, 0.0, planes=planes) == (1, pytest.approx(0.9))
+    assert _ray_down(mujoco, sim, 0.5, 0.5, planes=planes) == (0, 0.0)  # off the table: the floor
+    assert _ray_down(mujoco, sim, 0.5, 0.5)[0] == -1
     # Three of four rays meet the table, one the floor: the table's height.
     assert support_height(mujoco, sim, owner, [(0.0, 0.0)]) == pytest.approx(0.9)
     table_top.clear()  # libero_object: no table at all

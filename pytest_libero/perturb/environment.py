@@ -140,29 +140,31 @@ def collision_geoms(model: Any) -> np.ndarray:
                      if model.geom_contype[g] or model.geom_conaffinity[g]], dtype=int)
 
 
+def floor_planes(sim: Any) -> list[tuple[float, int]]:
+    """The collision planes (the arena's floor), as (height, geom), highest first.
+    robosuite files the floor among the visual geoms (group 1), which the rays skip."""
+    model = sim.model
+    return sorted(((float(sim.data.geom_xpos[g][2]), g) for g in range(model.ngeom)
+                   if int(model.geom_type[g]) == PLANE
+                   and (model.geom_contype[g] or model.geom_conaffinity[g])), reverse=True)
+
+
 def _ray_down(mujoco: Any, sim: Any, x: float, y: float, exclude: int = -1,
-              planes: bool = True) -> tuple[int, float]:
+              planes: Sequence[tuple[float, int]] = ()) -> tuple[int, float]:
     """The first collision geom straight below (x, y) from 2 m up (body ``exclude``
     ignored), and its height; (-1, nan) when there is none.
 
     robosuite keeps collision geoms in group 0 and visual ones in group 1, so the ray
     looks at group 0; but the arena's floor is a collision plane in group 1 (the support
-    of libero_object's scenes). Where nothing in group 0 lies below, the highest
-    collision plane below is the hit (``planes``)."""
+    of libero_object's scenes). Where nothing in group 0 lies below, the highest of
+    ``planes`` (:func:`floor_planes`) below the ray's start is the hit."""
     geomid = np.array([-1], dtype=np.int32)
     group = np.array([1, 0, 0, 0, 0, 0], dtype=np.uint8)
     dist = mujoco.mj_ray(sim.model._model, sim.data._data, np.array([x, y, 2.0]),
                          np.array([0.0, 0.0, -1.0]), group, 1, exclude, geomid)
-    if int(geomid[0]) >= 0 or not planes:
+    if int(geomid[0]) >= 0:
         return int(geomid[0]), 2.0 - float(dist)
-    model = sim.model
-    below = [(float(sim.data.geom_xpos[g][2]), g) for g in range(model.ngeom)
-             if int(model.geom_type[g]) == PLANE and (model.geom_contype[g] or model.geom_conaffinity[g])
-             and float(sim.data.geom_xpos[g][2]) < 2.0]
-    if not below:
-        return -1, math.nan
-    z, g = max(below)
-    return g, z
+    return next(((g, z) for z, g in planes if z < 2.0), (-1, math.nan))
 
 
 def support_height(mujoco: Any, sim: Any, owner: Sequence[str],
@@ -171,7 +173,7 @@ def support_height(mujoco: Any, sim: Any, owner: Sequence[str],
     objects (a ray a little outside each), None when no ray meets the support. A ray
     meets a floor plane only in a scene with no table beside its objects (the floor is
     then the support: libero_object), never in place of the table."""
-    for planes in (False, True):
+    for planes in ([], floor_planes(sim)):
         heights = []
         for x, y in points:
             for dx, dy in ((0.08, 0), (-0.08, 0), (0, 0.08), (0, -0.08)):
@@ -247,6 +249,7 @@ def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Seque
     qpos, qvel = free_joint(sim, joint)
     body = int(sim.model.jnt_bodyid[sim.model.joint_name2id(joint)])
     x0, y0, x1, y1 = area
+    planes = floor_planes(sim)
     for i, (u, v, _) in enumerate(spots):
         x, y = x0 + u * (x1 - x0), y0 + v * (y1 - y0)
         sim.data.qpos[qpos:qpos + 7] = [x, y, table_z + 0.5, *quat]
@@ -257,7 +260,7 @@ def place(mujoco: Any, sim: Any, joint: str, geoms: Sequence[int], others: Seque
         sim.forward()
         flat = True
         for dx, dy in _probes(reach):
-            g, z = _ray_down(mujoco, sim, x + dx, y + dy, body)
+            g, z = _ray_down(mujoco, sim, x + dx, y + dy, body, planes)
             if g < 0 or owner[g] != SUPPORT or abs(z - table_z) > FLAT_RAY_TOLERANCE_M:
                 flat = False
                 break
