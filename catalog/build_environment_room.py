@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", action="store_true",
                         help="replace the given tasks' rows in the committed table")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     native = [e.task_id for e in load_catalog().entries if e.state is None]
     tasks = native if args.tasks is None else args.tasks.split(",")
     unknown = sorted(set(tasks) - set(native))
