@@ -46,11 +46,11 @@ def main() -> int:
     parser.set_defaults(controls=100)
     args = parser.parse_args()
     c.prepare_simulator()
-    from pytest_libero.perturb.levels import KINDS
+    from pytest_libero.perturb.registry import names, perturbed
 
     print(c.machine_note())
     twin = c.catalog_entry(args.suite, args.task)
-    cases = {"twin": twin, **{kind: twin.perturbed(kind, args.level) for kind in KINDS}}
+    cases = {"twin": twin, **{kind: perturbed(twin, kind, args.level) for kind in names()}}
     times: dict[str, list[float]] = {name: [] for name in cases}
     for repeat in range(args.repeats):
         for name in c.interleaved_order(list(cases), repeat):
@@ -58,7 +58,7 @@ def main() -> int:
     rows = [[name, len(v), f"{c.median(v):.2f}", f"{min(v):.2f}", f"{max(v):.2f}"]
             for name, v in times.items()]
     c.print_table(["variant", "runs", "median s", "min s", "max s"], rows)
-    for kind in KINDS:
+    for kind in names():
         print(c.ratio_line(f"{kind}{args.level} / twin (median case time)", c.median(times[kind]),
                            c.median(times["twin"]), "<= 1.05"))
     return 0

@@ -32,11 +32,11 @@ def main() -> int:
     from PIL import Image
 
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.perturb.levels import KINDS as ALL_KINDS
     from pytest_libero.perturb.levels import LEVELS
+    from pytest_libero.perturb.registry import names, perturbed
     from pytest_libero.protocol.errors import EnvironmentFault
 
-    kinds = tuple(args.kinds.split(",")) if args.kinds else ALL_KINDS
+    kinds = tuple(args.kinds.split(",")) if args.kinds else names()
     twin = c.catalog_entry(args.suite, args.task)
 
     def first_image(case: object) -> np.ndarray:
@@ -53,7 +53,7 @@ def main() -> int:
 
     plain = np.zeros((1, 1, 3), dtype=np.uint8)
     plain = first_image(twin)
-    rows = [np.concatenate([plain, *(first_image(twin.perturbed(kind, level)) for level in LEVELS)], 1)
+    rows = [np.concatenate([plain, *(first_image(perturbed(twin, kind, level)) for level in LEVELS)], 1)
             for kind in kinds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(np.concatenate(rows, 0)).resize((5 * 160, len(kinds) * 160)).save(args.out)

@@ -17,12 +17,13 @@ from pytest_libero.audit.agreement import (
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.perturb.levels import KINDS, LEVELS
+from pytest_libero.perturb.levels import LEVELS
+from pytest_libero.perturb.registry import names, perturbed, worded
 
 REQUESTS = [SelectionRequest(scope="all"), SelectionRequest(scope="ood"),
             SelectionRequest(scope="all", mode="full", init_states=(0, 7)),
             SelectionRequest(scope="development",
-                             perturbations=tuple((k, v) for k in KINDS for v in LEVELS))]
+                             perturbations=tuple((k, v) for k in names() for v in LEVELS))]
 
 
 def record_of(entry: Any) -> CaseRecord:
@@ -30,7 +31,7 @@ def record_of(entry: Any) -> CaseRecord:
 
 
 def test_every_selectable_entry_agrees_with_the_catalog() -> None:
-    entries = [e for request in REQUESTS for e in select(load_catalog(), request)]
+    entries = [e for request in REQUESTS for e in map(worded, select(load_catalog(), request))]
     assert len(entries) > 700
     assert [e.case_id for e in entries if catalog_difference(record_of(e)) is not None] == []
 
@@ -70,7 +71,7 @@ def test_the_two_accounts_differ_only_in_what_the_controller_adds() -> None:
                                           {"kind": "bogus", "level": 1}])
 def test_a_perturbation_the_table_lacks_is_named_not_a_traceback(perturbation: dict[str, Any]) -> None:
     native = load_catalog().entries[0]
-    record: Any = record_of(native.perturbed("semantic", 1))
+    record: Any = record_of(perturbed(native, "semantic", 1))
     record["entry"] = {**record["entry"], "perturbation": perturbation}
     found = catalog_difference(record)
     assert isinstance(found, Difference) and found.field == "entry.perturbation", found

@@ -36,6 +36,7 @@ import pytest
 from harness.runs import run_pytest
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.perturb.registry import perturbed
 from pytest_libero.report.allure import (
     ENVIRONMENT_STEP,
     ERROR_ATTACHMENT,
@@ -776,7 +777,7 @@ def test_report_keeps_each_kind_apart_by_its_source(
     twin = catalog.suite_entries("libero_10")[3]
     shipped = {e.suite: e for e in catalog.ood_entries if e.index == 3}
     lan = shipped["libero_10_lan"]
-    entries = [twin, *(twin.perturbed(kind, level) for kind, level in (
+    entries = [twin, *(perturbed(twin, kind, level) for kind, level in (
         ("position", 2), ("environment", 3), ("object", 1), ("semantic", 4))),
         shipped["libero_10_swap"], shipped["libero_10_object"], shipped["libero_10_with_mug"],
         lan, catalog.paraphrase_of(lan)]
@@ -800,7 +801,7 @@ def test_report_keeps_each_kind_apart_by_its_source(
          f"libero_10-03~environment3: {twin.language}"],
         [generated, "object", "level 1 / libero_10", f"libero_10-03~object1: {twin.language}"],
         [generated, "semantic", "level 4 / libero_10",
-         f"libero_10-03~semantic4: {twin.perturbed('semantic', 4).language}"],
+         f"libero_10-03~semantic4: {perturbed(twin, 'semantic', 4).language}"],
         ["LIBERO-PRO", "position", "libero_10_swap",
          f"libero_10_swap-03: {shipped['libero_10_swap'].language}"],
         ["LIBERO-PRO", "object", "libero_10_object",

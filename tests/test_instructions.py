@@ -13,11 +13,11 @@ from types import ModuleType
 import pytest
 
 from pytest_libero.catalog.entries import load_catalog
-from pytest_libero.catalog.instructions import instruction_table, rewritten, table_sha256
 from pytest_libero.catalog.selection import SelectionRequest, select
 from pytest_libero.data import INSTRUCTIONS_FILE, data_path
-from pytest_libero.perturb.draw import draw
+from pytest_libero.perturb.kinds.semantic import instruction_table, rewritten, table_sha256
 from pytest_libero.perturb.levels import level_table, perturb_identity
+from pytest_libero.perturb.registry import draw, worded
 
 ROOT = Path(__file__).resolve().parent.parent
 KEPT_FROM_THE_POLICY = ("libero", "suite", "level", "perturb", "semantic", "twin", "seed",
@@ -136,8 +136,8 @@ def test_no_rewrite_hints_which_of_like_objects_is_meant(builder: ModuleType) ->
 
 
 def test_a_semantic_case_sends_its_line_and_hashes_the_table() -> None:
-    [twin, case] = select(load_catalog(), SelectionRequest(
-        scope="development", task_ids=(3,), perturbations=(("semantic", 2),)))
+    [twin, case] = map(worded, select(load_catalog(), SelectionRequest(
+        scope="development", task_ids=(3,), perturbations=(("semantic", 2),))))
     assert case.case_id == "libero_10-03~semantic2" and case.language_source == "rewrite"
     assert case.language == rewritten("libero_10-03", 2) != twin.language
     assert (case.bddl_file, case.init_states_file) == (twin.bddl_file, twin.init_states_file)

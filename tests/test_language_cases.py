@@ -17,8 +17,8 @@ import pytest
 
 from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
-from pytest_libero.catalog.instructions import rewritten
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
+from pytest_libero.perturb.kinds.semantic import rewritten
 from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.results.robustness import PARAPHRASE_ALONE, PARAPHRASE_PLACED
 

@@ -12,9 +12,9 @@ from pytest_libero.catalog.entries import Entry, load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select
 from pytest_libero.config.plan import make_plan
 from pytest_libero.config.profiles import load_profile
-from pytest_libero.perturb.draw import draw, noise_generator
-from pytest_libero.perturb.levels import KINDS, LEVELS, TABLE, parse_perturbations, perturb_identity
-from pytest_libero.perturb.scene import corrupt
+from pytest_libero.perturb.kinds.noise import corrupt, noise_generator
+from pytest_libero.perturb.levels import LEVELS, parse_perturbations, perturb_identity, table
+from pytest_libero.perturb.registry import draw, names
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity
 from pytest_libero.report.allure import case_tree
@@ -23,7 +23,7 @@ from pytest_libero.results.summary import summarize
 
 def test_the_option_reads_kinds_and_levels_and_refuses_the_rest() -> None:
     assert parse_perturbations("noise:1, camera:2") == (("camera", 2), ("noise", 1))
-    assert len(parse_perturbations("all")) == len(KINDS) * len(LEVELS) == 32
+    assert len(parse_perturbations("all")) == len(names()) * len(LEVELS) == 32
     for bad in ("camera", "camera:5", "colour:1", "camera:x", ""):
         with pytest.raises(SetupError, match="--libero-perturb"):
             parse_perturbations(bad)
@@ -34,15 +34,15 @@ def test_the_draw_is_a_function_of_kind_level_and_case() -> None:
     assert draw("camera", 2, "libero_10-03").seed != draw("camera", 2, "libero_10-04").seed
     assert draw("robot", 2, "libero_10-03", 1) != draw("robot", 2, "libero_10-03", 0)
     camera = draw("camera", 3, "libero_10-03").parameters
-    assert abs(camera["azimuth_deg"]) == TABLE["camera"][3]["azimuth_deg"]
-    assert abs(camera["distance_factor"] - 1) == pytest.approx(TABLE["camera"][3]["distance"])
+    assert abs(camera["azimuth_deg"]) == table()["camera"][3]["azimuth_deg"]
+    assert abs(camera["distance_factor"] - 1) == pytest.approx(table()["camera"][3]["distance"])
 
 
 def test_every_kind_grows_with_its_level() -> None:
     for case in ("libero_10-00", "libero_goal-07-s3"):
         offsets = [np.abs(draw("robot", v, case).parameters["joint_offsets_rad"]).max()
                    for v in LEVELS]
-        assert offsets == pytest.approx([TABLE["robot"][v]["offset_rad"] for v in LEVELS])
+        assert offsets == pytest.approx([table()["robot"][v]["offset_rad"] for v in LEVELS])
         lights = [abs(draw("light", v, case).parameters["intensity_factor"] - 1) for v in LEVELS]
         assert lights == sorted(lights) and lights[0] < lights[-1]
     image = np.random.default_rng(0).integers(60, 200, (64, 64, 3), dtype=np.uint8)

@@ -16,7 +16,7 @@ import pytest
 
 from harness.runs import records_by_case, run_pytest
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
-from pytest_libero.perturb.levels import GENERATOR, TABLE, perturb_identity
+from pytest_libero.perturb.levels import GENERATOR, perturb_identity, table
 
 pytestmark = pytest.mark.simulator
 
@@ -86,7 +86,7 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
 
     robot = found["libero_10-00~robot2"]
     joints = np.asarray(first(robot)["proprio"])[:7] - np.asarray(shown["proprio"])[:7]
-    assert np.abs(joints).max() >= TABLE["robot"][2]["offset_rad"]
+    assert np.abs(joints).max() >= table()["robot"][2]["offset_rad"]
     assert robot["perturbation"]["contacts_at_first_observation"] == []
     assert robot["identity"]["settled_state_sha256"] != settled
 

@@ -13,23 +13,18 @@ from synthetic import synthetic_record
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files
 from pytest_libero.config.plan import why_not_applicable
-from pytest_libero.perturb.draw import draw
-from pytest_libero.perturb.environment import (
+from pytest_libero.perturb.kinds.environment import draw_basis, room_table
+from pytest_libero.perturb.kinds.position import offsets
+from pytest_libero.perturb.levels import LEVELS, parse_perturbations, perturb_identity, table
+from pytest_libero.perturb.registry import draw
+from pytest_libero.perturb.settling import SCENE_REDRAWS
+from pytest_libero.perturb.tabletop import (
     keeps_out,
     map_state,
     retexture,
     texture_files,
     upright,
 )
-from pytest_libero.perturb.levels import (
-    LEVELS,
-    SCENE_REDRAWS,
-    TABLE,
-    parse_perturbations,
-    perturb_identity,
-)
-from pytest_libero.perturb.position import offsets
-from pytest_libero.perturb.room import draw_basis, room_table
 from pytest_libero.perturb.tasks import position_subjects_of
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.summary import summarize
@@ -60,7 +55,7 @@ def test_position_draws_one_direction_per_object_and_grows_with_the_level() -> N
     for level in LEVELS:
         shift = offsets(draw("position", level, "libero_10-03", 0, OBJECTS))
         lengths = [float(np.hypot(*v)) for v in shift.values()]
-        assert lengths == pytest.approx([TABLE["position"][level]["offset_m"]] * 2, abs=1e-5)
+        assert lengths == pytest.approx([table()["position"][level]["offset_m"]] * 2, abs=1e-5)
         sizes.append(lengths[0])
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
 
@@ -121,7 +116,7 @@ def test_an_environment_case_with_no_room_is_skipped_in_either_mode() -> None:
 
 
 def test_a_room_table_measured_under_other_draws_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_libero.perturb.room as room
+    import pytest_libero.perturb.kinds.environment as room
 
     room_table.cache_clear()
     monkeypatch.setattr(room, "draw_basis", lambda: {**draw_basis(), "scene_redraws": 99})
@@ -201,7 +196,7 @@ def test_a_floor_plane_is_the_support_only_where_no_table_is_below() -> None:
     objects."""
     from types import SimpleNamespace
 
-    from pytest_libero.perturb.environment import _ray_down, floor_planes, support_height
+    from pytest_libero.perturb.tabletop import _ray_down, floor_planes, support_height
 
     table_top = {(0.0, 0.0)}  # where a group-0 table geom lies below, at 0.9 m
 

@@ -17,8 +17,8 @@ import pytest
 from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.catalog.inventory import installed_files, load_states
-from pytest_libero.perturb.levels import LEVELS, TABLE
-from pytest_libero.perturb.room import room_table
+from pytest_libero.perturb.kinds.environment import room_table
+from pytest_libero.perturb.levels import LEVELS, table
 
 pytestmark = pytest.mark.simulator
 
@@ -30,12 +30,23 @@ TOLERANCE_M = 0.01
 """How far an object may slide while settling beyond its drawn offset."""
 
 
+def set_up_again(episode: Any, state: np.ndarray, level: int) -> None:
+    """Set the open episode's scene up anew under the position kind at ``level``."""
+    from pytest_libero.perturb.registry import kind
+
+    applied = kind("position").on(episode, level)
+    episode._perturbation = applied
+    applied.set_up(state)
+    episode.identity["perturbation"] = applied.record
+
+
 def test_position_levels_on_one_scene() -> None:
     """Each level's objects end within its offset, touching only what touched before,
     at rest, the goal not met; the draw and its application repeat byte for byte."""
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.adapters.scene_kinds import Position
     from pytest_libero.perturb.contacts import forbidden_contacts, touching
+    from pytest_libero.perturb.kinds.position import PositionApplied
+    from pytest_libero.perturb.registry import kind
 
     [entry] = [e for e in load_catalog().entries if e.case_id == CASE]
     _, states = installed_files(entry.bddl_file, entry.init_states_file)
@@ -47,22 +58,23 @@ def test_position_levels_on_one_scene() -> None:
         records, settled = {}, {}
         for level in LEVELS:
             if level > 1:
-                episode._settle_scene(state, "position", level)
+                set_up_again(episode, state, level)
             record = episode.identity["perturbation"]
             records[level] = record
             settled[level] = env.sim.get_state().flatten().tobytes()
             assert record["kept"] == {"white_cabinet_1": "a fixture"}
-            offset = TABLE["position"][level]["offset_m"]
+            offset = table()["position"][level]["offset_m"]
             for name, moved in record["displacement"].items():
                 assert abs(moved["horizontal_m"] - offset) <= TOLERANCE_M, (level, name, moved)
             assert not env.check_success()
-            probe = Position(env)
+            probe = PositionApplied(kind("position"), level, episode)
+            probe.reference()
             probe.allowed = set()
             beyond = forbidden_contacts(probe.joints, touching(env.sim, probe.owner), set())
             assert beyond == {}, (level, beyond)
             assert record.get("robot_contacts_at_first_observation", []) == []
         assert len({json.dumps(r["intended_offset_m"]) for r in records.values()}) == len(LEVELS)
-        episode._settle_scene(state, "position", 2)
+        set_up_again(episode, state, 2)
         assert episode.identity["perturbation"] == records[2]
         assert env.sim.get_state().flatten().tobytes() == settled[2]
     finally:
@@ -89,7 +101,7 @@ def test_distractors_keep_clear_of_the_goals_region() -> None:
                       monitor_safety=False)
     assert str(refused.value.__cause__) == room_table()["no_room"]["libero_goal-05~environment2"]
     assert list(record["goal_regions"]) == ["main_table_stove_front_region"]
-    margin = TABLE["environment"][1]["margin_m"]
+    margin = table()["environment"][1]["margin_m"]
     assert len(record["distractors"]) == 1
     for name, placed in record["distractors"].items():
         for x0, y0, x1, y1 in record["goal_regions"].values():
@@ -119,14 +131,14 @@ def test_distractors_and_textures_are_placed_at_rest_and_recorded(
             assert record["entry"]["language"] == twin["entry"]["language"]
             assert record["identity"]["settled_state_sha256"] != twin["identity"]["settled_state_sha256"]
     three = found[f"{CASE}~environment3"]["perturbation"]
-    assert len(three["distractors"]) == 3 == TABLE["environment"][3]["distractors"]
+    assert len(three["distractors"]) == 3 == table()["environment"][3]["distractors"]
     assert {v["part"] for v in three["textures_replaced"].values()} == {"table", "floor", "wall"}
     for name, placed in three["distractors"].items():
         assert placed["settled_pos"][2] > three["table_z"] - 0.02, name  # still on the table
         assert np.hypot(*np.subtract(placed["settled_pos"][:2], placed["pos"][:2])) < 0.01, name
     assert three["robot_contacts_at_first_observation"] == []
     moved = found[f"{CASE}~position2"]["perturbation"]["displacement"]["akita_black_bowl_1"]
-    assert abs(moved["horizontal_m"] - TABLE["position"][2]["offset_m"]) <= TOLERANCE_M
+    assert abs(moved["horizontal_m"] - table()["position"][2]["offset_m"]) <= TOLERANCE_M
 
 
 def test_verify_re_executes_scene_kinds_and_catches_an_edited_parameter(

@@ -1,8 +1,9 @@
-"""LiberoBenchmarkAdapter: the only code that imports the LIBERO simulator (P4-P8).
+"""LiberoBenchmarkAdapter: a case's LIBERO episode (P4-P8).
 
 It builds a fresh native environment per episode, installs the released init state,
 runs the settling controls, turns native observations into the protocol's
-:class:`Observation` and reports LIBERO's own success after every control.
+:class:`Observation` and reports LIBERO's own success after every control. A case's
+perturbation acts through its hooks at each moment (perturb/kind.py), whatever its kind.
 
 Fast mode seeds 20260907 and starts from state 0 (P3). A full-mode case (an entry with
 ``state``) reproduces episode ``state`` of openpi's loop, which seeds 7 once and runs
@@ -24,20 +25,10 @@ import numpy as np
 
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
-from pytest_libero.adapters.scene_kinds import Environment, Position
-from pytest_libero.catalog.entries import PARAPHRASE, Entry
+from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
-from pytest_libero.perturb.appearance import recolour, task_objects
-from pytest_libero.perturb.draw import Perturbation, draw, noise_generator
-from pytest_libero.perturb.levels import NOISE_CAMERAS, ROBOT_REDRAWS, SCENE_REDRAWS
-from pytest_libero.perturb.scene import (
-    change_lights,
-    corrupt,
-    move_camera,
-    offset_joints,
-    robot_contacts,
-)
-from pytest_libero.perturb.semantic import paraphrase_record
+from pytest_libero.perturb.kind import Applied
+from pytest_libero.perturb.registry import applying
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.errors import EnvironmentFault
 from pytest_libero.protocol.hashing import sha256_file
@@ -148,8 +139,7 @@ class LiberoEpisode:
         self._obs: dict[str, Any] = {}
         self._keep = keep
         self._kept: KeptEnvironment | None = None
-        self._noise: Perturbation | None = None
-        self._scene: Environment | None = None
+        self._perturbation = Applied(self)
         try:
             self._build(control_cap, kept)
         except Exception as exc:
@@ -166,6 +156,7 @@ class LiberoEpisode:
             warnings.simplefilter("ignore", DeprecationWarning)
             from libero.libero.envs import OffScreenRenderEnv
 
+        self._perturbation = applying(self.entry, self)
         bddl, states_file = installed_files(self.entry.bddl_file, self.entry.init_states_file)
         states = load_states(states_file)
         full = self.entry.state is not None
@@ -203,24 +194,30 @@ class LiberoEpisode:
             self.identity["schedule"] = replay_resets(index, self._env.reset, made=made,
                                                       kept_from=kept_from)
         self._env.reset()
-        self._perturb("reset")
+        self._perturbation.on_scene()
         if self.render == "consumed":
             self._install_gates()
-        perturbation = self.entry.perturbation
-        if perturbation is not None and self._scene_kind() is not None:
-            self._settle_scene(state, perturbation.kind, perturbation.level)  # installs per draw
-        else:
-            self._obs = self._install(state)
-            self._perturb("init_state")
-            self._settle()
+        self._perturbation.set_up(state)
         # The settled physics, hashed: a perturbation that must leave it alone is checked
         # against its twin's (camera, light, noise), and verify's re-execution reaches it.
         self.identity["settled_state_sha256"] = states_sha256(self._env.sim.get_state().flatten())
-        self._perturb("settled")
+        self._perturbation.on_settled()
+        if self._perturbation.record is not None:
+            self.identity["perturbation"] = self._perturbation.record
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
 
-    def _settle(self) -> None:
+    @property
+    def env(self) -> Any:
+        """LIBERO's environment, for the perturbation's hooks (perturb/kind.py ``Stage``)."""
+        return self._env
+
+    def install(self, state: np.ndarray) -> None:
+        """The released init state: natively, or on the model a perturbation changed."""
+        obs = self._perturbation.install(state)
+        self._obs = dict(obs if obs is not None else self._env.set_init_state(state))
+
+    def settle(self) -> None:
         """The settling controls; only the last one's images are seen (the first
         observation)."""
         settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
@@ -229,119 +226,6 @@ class LiberoEpisode:
             self._want(policy=n == SETTLE_CONTROLS, video=n == SETTLE_CONTROLS)
             self._obs, _, _, _ = self._env.step(settle)
             self.init_controls += 1
-
-    def _scene_kind(self) -> str | None:
-        """The entry's perturbation when it moves or adds objects (judged after settling)."""
-        perturbation = self.entry.perturbation
-        return perturbation.kind if perturbation is not None and perturbation.kind in (
-            "position", "environment") else None
-
-    def _settle_scene(self, state: np.ndarray, kind: str, level: int) -> None:
-        """Position and environment: draw, apply, settle and judge; a rejected draw is
-        drawn again, deterministically (the next attempt), from the init state installed
-        anew, and every rejection is recorded (docs/perturbations.md)."""
-        scene: Position | Environment
-        if kind == "environment":
-            assert isinstance(self._scene, Environment)
-            scene = self._scene
-        else:
-            scene = Position(self._env)
-        # The scene settled unperturbed, once: where each object comes to rest (the init
-        # states hold objects a little above the table) and what touches already.
-        self._obs = self._install(state)
-        self._settle()
-        scene.reference()
-        rejected: list[list[str]] = []
-        for attempt in range(SCENE_REDRAWS + 1):
-            self._obs = self._install(state)
-            drawn = draw(kind, level, self._twin_case(), attempt, scene.context())
-            problems = scene.apply(drawn)
-            if not problems:
-                self._settle()
-                problems = scene.judge(bool(self._env.check_success()))
-            if not problems:
-                self.identity["perturbation"] = {**drawn.as_dict(), "rejected": rejected,
-                                                 **scene.record()}
-                return
-            rejected.append(problems[:4])
-        raise EnvironmentFault(
-            f"{self.entry.case_id}: every one of {SCENE_REDRAWS + 1} draws was rejected "
-            f"(the last: {'; '.join(rejected[-1])}); this task has no room for {kind} "
-            f"level {level}"
-        )
-
-    def _install(self, state: np.ndarray) -> dict[str, Any]:
-        """The released init state: natively, or on a model with distractors added."""
-        if isinstance(self._scene, Environment):
-            return dict(self._scene.install(state))
-        return dict(self._env.set_init_state(state))
-
-    def _perturb(self, after: str) -> None:
-        """The entry's generated perturbation, each kind at its moment: camera, light and
-        object look after the reset (a hard reset recompiles the model), the instruction
-        (semantic, a paraphrase companion) recorded there too, the robot offset and the
-        noise's draw after the init state, the robot's contacts once settled."""
-        perturbation = self.entry.perturbation
-        if after == "reset" and self.entry.ood is not None and self.entry.ood.kind == PARAPHRASE:
-            self.identity["perturbation"] = paraphrase_record(self.entry)
-        if perturbation is None:
-            return
-        kind, level = perturbation.kind, perturbation.level
-        if after == "reset" and kind in ("camera", "light", "object"):
-            self._perturb_model(kind, level)
-        elif after == "reset" and kind == "environment":
-            self._scene = Environment(self._env, level, self._twin_case())
-            self._scene.build()
-        elif after == "reset" and kind == "semantic":  # the instruction only (entry.language)
-            self.identity["perturbation"] = {
-                **draw(kind, level, self._twin_case()).as_dict(),
-                "applied": {"instruction_sent": self.entry.language}}
-        elif after == "init_state" and kind == "robot":
-            self._offset_robot(level)
-        elif after == "init_state" and kind == "noise":
-            self._noise = draw("noise", level, self._twin_case())
-            self.identity["perturbation"] = self._noise.as_dict()
-        elif after == "settled" and kind == "robot":
-            self.identity["perturbation"]["contacts_at_first_observation"] = robot_contacts(
-                self._env.sim)
-        elif after == "settled" and kind in ("position", "environment"):
-            self.identity["perturbation"]["robot_contacts_at_first_observation"] = (
-                robot_contacts(self._env.sim))
-
-    def _twin_case(self) -> str:
-        """The unperturbed case's id: what every draw of this perturbation is seeded by."""
-        return str(self.entry.twin)
-
-    def _perturb_model(self, kind: str, level: int) -> None:
-        """Move the agentview camera or change the lights (docs/perturbations.md)."""
-        drawn = draw(kind, level, self._twin_case())
-        if kind == "object":
-            applied = recolour(self._env.sim, task_objects(self._env.env), drawn.parameters)
-        else:
-            applied = (move_camera if kind == "camera" else change_lights)(self._env.sim, drawn)
-        self.identity["perturbation"] = {**drawn.as_dict(), "applied": applied}
-
-    def _offset_robot(self, level: int) -> None:
-        """Offset the arm's start joints; a draw that touches anything is drawn again,
-        deterministically (the next attempt's seed), and the redraws are recorded."""
-        robot = self._env.env.robots[0]
-        touched: list[list[str]] = []
-        for attempt in range(ROBOT_REDRAWS + 1):
-            drawn = draw("robot", level, self._twin_case(), attempt)
-            contacts = offset_joints(self._env.sim, robot._ref_joint_pos_indexes, drawn)
-            if not contacts:
-                # The controller's rest posture (its null-space target) moves with the arm,
-                # or the settling controls would pull the offset back.
-                controller = robot.controller
-                controller.update_initial_joints(
-                    np.asarray(controller.initial_joint) + drawn.parameters["joint_offsets_rad"])
-                self.identity["perturbation"] = {**drawn.as_dict(), "touched": touched}
-                return
-            touched.append(contacts[:3])
-        raise EnvironmentFault(
-            f"{self.entry.case_id}: every one of {ROBOT_REDRAWS + 1} drawn joint offsets puts "
-            f"the arm in contact ({touched[-1]}); this task has no room for robot level {level}"
-        )
 
     def _install_gates(self) -> None:
         observables = self._env.env._observables
@@ -364,10 +248,7 @@ class LiberoEpisode:
         images = {
             camera: np.ascontiguousarray(obs[f"{camera}_image"][::-1, ::-1]) for camera in CAMERAS
         }
-        if self._noise is not None:  # the delivered copies only; the simulator is untouched
-            rng = noise_generator(self._noise, policy_calls)
-            images = {camera: corrupt(image, self._noise, rng) if camera in NOISE_CAMERAS
-                      else image for camera, image in images.items()}
+        images = self._perturbation.deliver(images, policy_calls)  # copies; the simulator's stay
         proprio = None
         if self.track == "rgb+proprio":
             proprio = np.concatenate(

@@ -22,7 +22,8 @@ from typing import Any
 
 from pytest_libero.catalog.entries import PARAPHRASE, Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.perturb.levels import KINDS, LEVELS
+from pytest_libero.perturb import registry
+from pytest_libero.perturb.levels import LEVELS
 from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
 
 CONTROLLER_ONLY = ("nodeid",)
@@ -103,11 +104,12 @@ def catalog_difference(record: CaseRecord) -> Difference | str | None:
     if perturbation is not None:
         if expected.is_ood:
             return Difference("entry.perturbation", data.get("perturbation"), "(absent)")
-        if perturbation.kind not in KINDS or perturbation.level not in LEVELS:
+        kinds = registry.names()
+        if perturbation.kind not in kinds or perturbation.level not in LEVELS:
             return Difference("entry.perturbation", data.get("perturbation"),
-                              f"a kind of {', '.join(KINDS)} at a level 1-4")
+                              f"a kind of {', '.join(kinds)} at a level 1-4")
         try:
-            expected = expected.perturbed(perturbation.kind, perturbation.level)
+            expected = registry.perturbed(expected, perturbation.kind, perturbation.level)
         except (KeyError, ValueError) as exc:
             return f"the installed catalog cannot perturb this entry: {clipped(str(exc), 200)}"
     written = expected.as_dict(identity=data.get("identity"))

@@ -26,10 +26,11 @@ from typing import Final
 VARIANT_MARK: Final = "~"
 STATE_MARK: Final = "-s"
 _SUITE = r"[A-Za-z0-9_.]+"
-_KIND = r"[a-z]+(?:_[a-z]+)*"
+KIND_PATTERN = r"[a-z]+(?:_[a-z]+)*"
+"""A variant's kind as a case id spells it (a perturbation kind's name must match it)."""
 _FORM: Final = re.compile(
     rf"(?P<suite>{_SUITE})-(?P<index>\d+)(?:-s(?P<state>\d+))?"
-    rf"(?:~(?P<kind>{_KIND})(?P<level>\d+)?)?"
+    rf"(?:~(?P<kind>{KIND_PATTERN})(?P<level>\d+)?)?"
 )
 FORMS: Final = ("libero_10-03", "libero_10-03-s17", "libero_10-03~camera2",
                 "libero_10-03-s17~camera2")
@@ -43,7 +44,7 @@ class VariantTag:
     level: int | None = None
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(_KIND, self.kind) or (self.level is not None and self.level < 0):
+        if not re.fullmatch(KIND_PATTERN, self.kind) or (self.level is not None and self.level < 0):
             raise ValueError(f"not a variant tag: kind {self.kind!r}, level {self.level!r} "
                              "(a lowercase kind of letters and underscores, a level >= 0)")
 

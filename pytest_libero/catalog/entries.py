@@ -16,7 +16,6 @@ from functools import cache
 from typing import Any, NotRequired, TypedDict
 
 from pytest_libero.catalog.case_id import CaseId, VariantTag
-from pytest_libero.catalog.instructions import LANGUAGE_SOURCE, rewritten
 from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE, data_path
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
@@ -30,6 +29,8 @@ PARAPHRASE = "paraphrase"
 scene and init state (docs/robustness.md), paired with the twin like an OOD entry."""
 PARAPHRASE_VARIANT = "lan"
 """The LIBERO-PRO suite variant whose entries get a paraphrase companion."""
+REWRITTEN = "rewrite"
+"""An entry's ``language_source`` when its kind sends words of its own (a frozen table's)."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,9 @@ class Entry:
     """An OOD source, a generated perturbation, or None: a native case."""
     language_source: str = "task_name"
     """Where ``language`` comes from: ``task_name`` (native, as published loops send it),
-    ``bddl`` (a semantic OOD entry: its BDDL's instruction is the perturbation) or
-    ``twin`` (another kind: the twin's instruction, so the pair differs in the scene only)."""
+    ``bddl`` (a semantic OOD entry: its BDDL's instruction is the perturbation),
+    ``twin`` (another kind: the twin's instruction, so the pair differs in the scene only)
+    or ``rewrite`` (a generated kind's own words, :meth:`reworded`)."""
 
     @property
     def family(self) -> str:
@@ -168,17 +170,19 @@ class Entry:
         return replace(self, state=state)
 
     def perturbed(self, kind: str, level: int) -> Entry:
-        """This native case under a generated perturbation, paired with itself unperturbed."""
+        """This native case under a generated perturbation, paired with itself unperturbed;
+        its words stay the twin's (perturb/registry.py gives a kind its own)."""
         if self.is_ood:
             raise SetupError(
                 f"--libero-perturb applies to native entries, not {self.case_id}: a LIBERO-PRO "
                 "entry is a perturbation already; drop one of --libero-perturb and the OOD "
                 "selection"
             )
-        if kind == "semantic":  # the same goal said differently: the table's instruction
-            return replace(self, variant=GeneratedPerturbation(kind, level),
-                           language=rewritten(self.case_id, level), language_source=LANGUAGE_SOURCE)
         return replace(self, variant=GeneratedPerturbation(kind, level))
+
+    def reworded(self, language: str) -> Entry:
+        """This case sending ``language``, its kind's own words, instead of its twin's."""
+        return replace(self, language=language, language_source=REWRITTEN)
 
     def as_dict(self, identity: str | None = None) -> EntryRecord:
         """The record's ``entry``; ``identity`` is the variant's (the run plan knows it)."""

@@ -24,7 +24,7 @@ from pytest_libero.config.numbers import seconds
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.files import folder_name_problem
-from pytest_libero.perturb.levels import KINDS as PERTURB_KINDS
+from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.factory import parse_policy_options
 from pytest_libero.protocol.errors import SetupError
@@ -62,7 +62,7 @@ OPTIONS = (
     _Option("ood-kind", "scope ood: only these perturbation kinds, e.g. object,position "
             "(object, position, semantic, environment)"),
     _Option("perturb", "add generated perturbations beside each selected case: "
-            f"KIND:LEVEL[,KIND:LEVEL...] with KIND one of {', '.join(PERTURB_KINDS)} and LEVEL "
+            f"KIND:LEVEL[,KIND:LEVEL...] with KIND one of {', '.join(registry.names())} and LEVEL "
             "1-4, or all (docs/perturbations.md)"),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),

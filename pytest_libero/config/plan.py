@@ -14,7 +14,7 @@ from typing import Any
 from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
-from pytest_libero.perturb.applicability import not_applicable
+from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
 from pytest_libero.protocol.errors import SetupError
@@ -185,7 +185,7 @@ def make_plan(
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
-    asked = [(e, why_not_applicable(e)) for e in select(catalog, selection)]
+    asked = [(e, why_not_applicable(e)) for e in map(registry.worded, select(catalog, selection))]
     inapplicable = tuple((e, reason) for e, reason in asked if reason is not None)
     selected = tuple(e for e, reason in asked if reason is None)
     mode = budget_mode or profile.budget_mode
@@ -234,14 +234,10 @@ def make_plan(
 
 
 def why_not_applicable(entry: Entry) -> str | None:
-    """Why an entry's generated perturbation cannot apply to it (perturb/applicability.py:
+    """Why an entry's generated perturbation cannot apply to it (its kind says, e.g.
     position with nothing to move, environment with no room), known before anything runs;
     None when it can, or for any other case."""
-    perturbation = entry.perturbation
-    if perturbation is None:
-        return None
-    reason = not_applicable(entry.task_id, entry.bddl_file, entry.init_states_file,
-                            perturbation.kind, perturbation.level)
+    reason = registry.not_applicable(entry)
     return None if reason is None else f"{entry.case_id}: {reason}"
 
 

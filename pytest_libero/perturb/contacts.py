@@ -9,15 +9,33 @@ named by what it belongs to: a movable object, ``robot``, a fixture, or ``suppor
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
-
-from pytest_libero.perturb.levels import SETTLED
 
 ROBOT_ROOTS = ("robot0_", "mount0_", "gripper0_")
 SUPPORT = "support"
 ROBOT = "robot"
+ROBOT_GEOMS = ("robot0_", "gripper0_")
+"""The prefixes of the arm's and its gripper's geoms."""
+SETTLED: Final[dict[str, float]] = {
+    "max_speed_m_s": 0.02,  # an object faster than this after settling is still moving
+    "max_spin_rad_s": 0.5,
+    "max_drop_m": 0.02,     # an object lower than its placement by more has left its support
+}
+"""What "at rest on its support" means for the kinds that move or add objects."""
+
+
+def robot_contacts(sim: Any) -> list[str]:
+    """Contacts that involve the arm or its gripper, as "geom - geom" names."""
+    model, data = sim.model, sim.data
+    found = []
+    for j in range(data.ncon):
+        contact = data.contact[j]
+        names = [model.geom_id2name(g) or f"geom{g}" for g in (contact.geom1, contact.geom2)]
+        if any(n.startswith(ROBOT_GEOMS) for n in names):
+            found.append(" - ".join(names))
+    return found
 
 
 def owners(sim: Any, objects: Mapping[str, str], fixtures: Mapping[str, str]) -> list[str]:

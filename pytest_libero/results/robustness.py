@@ -32,7 +32,7 @@ from pytest_libero.catalog.entries import (
     variant_of,
 )
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.perturb.levels import KINDS as PERTURB_KINDS
+from pytest_libero.perturb import registry
 from pytest_libero.results.mcnemar import mcnemar_two_sided_p
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 
@@ -178,7 +178,8 @@ def _grouped(records: Iterable[CaseRecord], key: Callable[[CaseRecord], str]) ->
     groups: dict[str, list[CaseRecord]] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record)
-    order = (*OOD_KINDS, *(k for k in PERTURB_KINDS if k not in OOD_KINDS),
-             *(f"{GENERATED_MARK}{k}" for k in PERTURB_KINDS if k in OOD_KINDS))
+    generated = registry.names()
+    order = (*OOD_KINDS, *(k for k in generated if k not in OOD_KINDS),
+             *(f"{GENERATED_MARK}{k}" for k in generated if k in OOD_KINDS))
     rank = {kind: i for i, kind in enumerate(order)}
     return dict(sorted(groups.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))

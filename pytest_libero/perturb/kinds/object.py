@@ -1,4 +1,4 @@
-"""The ``object`` perturbation: the task objects' look, never their physics.
+"""The ``object`` kind: the task objects' look, never their physics.
 
 A task object is one the BDDL names among its objects of interest (a region such as
 ``wooden_cabinet_1_top_region`` stands for its object). Its visible materials' colours
@@ -8,16 +8,17 @@ from LIBERO's installed assets (floor, walls, table, the other objects). Only
 ``mat_rgba``, ``mat_texid`` and ``geom_rgba``'s colour channels change: geometry, mass,
 friction, contacts and every physical parameter stay the twin's, so the settled physics
 state equals the twin's bit for bit and only the images differ. Applied after the
-episode's reset (a hard reset recompiles the model); nothing here imports the simulator.
+episode's reset (a hard reset recompiles the model).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_libero.perturb.kind import Context, Kind, KindApplied, Magnitudes
 from pytest_libero.perturb.tasks import owners_of
 
 DRAWN_OBJECTS = 8
@@ -94,3 +95,28 @@ def _texture_name(model: Any, texture: int) -> str:
 
     raw = getattr(model, "_model", model)
     return mujoco.mj_id2name(raw, mujoco.mjtObj.mjOBJ_TEXTURE, texture) or f"texture{texture}"
+
+
+class ObjectApplied(KindApplied):
+    def on_scene(self) -> None:
+        env = self.stage.env
+        drawn = self.draw()
+        self.record = {**drawn.as_dict(),
+                       "applied": recolour(env.sim, task_objects(env.env), drawn.parameters)}
+
+
+class Object(Kind):
+    name = "object"
+    levels: ClassVar[dict[int, dict[str, float]]] = {
+        # each material's colour moves toward a drawn colour by the fraction colour; at
+        # texture 1 its texture is swapped for another 2D texture the scene loaded.
+        1: {"colour": 0.35, "texture": 0.0},
+        2: {"colour": 0.60, "texture": 0.0},
+        3: {"colour": 0.60, "texture": 1.0},
+        4: {"colour": 0.90, "texture": 1.0},
+    }
+    applied = ObjectApplied
+
+    def parameters(self, rng: np.random.Generator, first: np.random.Generator,
+                   magnitudes: Magnitudes, context: Context) -> dict[str, Any]:
+        return drawn(rng, magnitudes)

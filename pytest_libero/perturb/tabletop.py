@@ -1,17 +1,14 @@
-"""The environment kind on a built scene: distractor objects and other textures.
+"""Where things stand on a table: the environment kind's geometry and scene edits.
 
-LIBERO compiles its scene when the environment is built, so the adapter adds the drawn
-distractors to the task's MJCF model (LIBERO's own object classes), swaps the texture
-files of the table, floor and walls in its XML, and rebuilds the simulation from that
-XML once (robosuite's ``reset_from_xml_string``). The released init state is then
+The environment kind (perturb/kinds/environment.py) adds the drawn distractors to the
+task's MJCF model, swaps the texture files of the table, floor and walls in its XML
+(:func:`retexture`) and rebuilds the simulation once. The released init state is then
 installed joint by joint (:func:`map_state`), so every task object starts exactly where
 it does natively, and each distractor is put on the first drawn spot that lies on the
 table, is clear of every other body by the margin and keeps the margin from every region
 the goal names (:func:`goal_regions`: a distractor in the goal's target zone would change
-what the goal asks, not only what the scene shows) (:func:`place`). After settling the
-adapter rejects a draw whose distractor touches anything but the table, fell or still
-moves (perturb/contacts.py). Nothing here imports the simulator; the adapter passes in
-what LIBERO holds.
+what the goal asks, not only what the scene shows) (:func:`place`). Nothing here imports
+the simulator; the kind passes in what LIBERO holds (and MuJoCo's bindings, for rays).
 """
 
 from __future__ import annotations

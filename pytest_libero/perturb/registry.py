@@ -1,0 +1,140 @@
+"""The one list of perturbation kinds, and what the rest of the package asks of them.
+
+Selection, collection, the simulator side, verify and the reports loop over this
+registry; none of them names a kind. The shipped kinds are registered at import; a kind
+of your own is registered with :func:`register` in every process that runs its cases
+(docs/architecture.md, "Adding a perturbation kind"). Registering or removing a kind
+moves the perturbed identity, which hashes every kind's levels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import cache
+
+from pytest_libero.catalog.case_id import KIND_PATTERN
+from pytest_libero.catalog.entries import PARAPHRASE, Entry
+from pytest_libero.perturb.kind import LEVELS, Applied, Context, Kind, KindApplied, Perturbation, Stage
+from pytest_libero.perturb.kinds import BUILTIN
+from pytest_libero.perturb.paraphrase import ParaphraseApplied
+
+_kinds: dict[str, Kind] = {kind.name: kind for kind in BUILTIN}
+_version = 0
+
+
+def version() -> int:
+    """Moves whenever the registry changes: a key for what is computed from it."""
+    return _version
+
+
+def _changed() -> None:
+    global _version
+    _version += 1
+    _not_applicable.cache_clear()
+
+
+def _problem(kind: Kind) -> str | None:
+    name = getattr(kind, "name", None)
+    if not isinstance(name, str) or not re.fullmatch(KIND_PATTERN, name):
+        return f"its name {name!r} must match {KIND_PATTERN} (it becomes the case id's tag)"
+    if name in _kinds:
+        return "a kind of that name is registered already"
+    levels = getattr(kind, "levels", None)
+    if not isinstance(levels, Mapping) or tuple(sorted(levels)) != LEVELS or not all(
+            isinstance(row, Mapping) and all(isinstance(v, float) for v in row.values())
+            for row in levels.values()):
+        return f"its levels must map each of {LEVELS} to {{name: float}} magnitudes"
+    if not (isinstance(kind.applied, type) and issubclass(kind.applied, KindApplied)):
+        return "its applied class must subclass perturb.kind.KindApplied"
+    return None
+
+
+def register(kind: Kind) -> None:
+    """Add ``kind`` after the kinds registered so far, or refuse it with the reason."""
+    problem = _problem(kind)
+    if problem is not None:
+        raise ValueError(f"cannot register perturbation kind {getattr(kind, 'name', kind)!r}: "
+                         f"{problem}")
+    _kinds[kind.name] = kind
+    _changed()
+
+
+def unregister(name: str) -> None:
+    """Remove the kind ``name`` (a test's own kind, once it is done)."""
+    del _kinds[name]
+    _changed()
+
+
+@contextmanager
+def registered(kind: Kind) -> Iterator[Kind]:
+    """``kind`` registered for the length of a ``with`` block."""
+    register(kind)
+    try:
+        yield kind
+    finally:
+        unregister(kind.name)
+
+
+def kinds() -> tuple[Kind, ...]:
+    """Every registered kind, in registration order (the shipped ones first)."""
+    return tuple(_kinds.values())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_kinds)
+
+
+def kind(name: str) -> Kind:
+    try:
+        return _kinds[name]
+    except KeyError:
+        raise ValueError(f"no perturbation kind {name!r}; registered: {', '.join(_kinds)}") from None
+
+
+def draw(name: str, level: int, case: str, attempt: int = 0,
+         context: Context | None = None) -> Perturbation:
+    """The perturbation of ``case`` (the unperturbed case's id) by kind ``name`` at ``level``."""
+    return kind(name).draw(level, case, attempt, context)
+
+
+def worded(entry: Entry) -> Entry:
+    """The instruction moment: ``entry`` with the words its kind sends, if it sends its own."""
+    perturbation = entry.perturbation
+    if perturbation is None:
+        return entry
+    words = kind(perturbation.kind).instruction(str(entry.twin), perturbation.level)
+    return entry if words is None else entry.reworded(words)
+
+
+def perturbed(entry: Entry, name: str, level: int) -> Entry:
+    """``entry`` under kind ``name`` at ``level``, as selection makes it."""
+    return worded(entry.perturbed(name, level))
+
+
+def not_applicable(entry: Entry) -> str | None:
+    """Why ``entry``'s generated perturbation cannot apply to its task (None: it can, or
+    the entry is not perturbed). One answer per task, kind and level: a full-mode
+    selection asks once per state."""
+    perturbation = entry.perturbation
+    if perturbation is None:
+        return None
+    return _not_applicable(replace(entry, state=None), perturbation.kind, perturbation.level)
+
+
+@cache
+def _not_applicable(entry: Entry, name: str, level: int) -> str | None:
+    return kind(name).not_applicable(entry, level)
+
+
+def applying(entry: Entry, stage: Stage) -> Applied:
+    """What acts on the episode ``stage`` sets up for ``entry``: its kind's work, a
+    paraphrase companion's record, or nothing (a native or LIBERO-PRO case)."""
+    perturbation = entry.perturbation
+    if perturbation is not None:
+        return kind(perturbation.kind).on(stage, perturbation.level)
+    if entry.ood is not None and entry.ood.kind == PARAPHRASE:
+        return ParaphraseApplied(stage)
+    return Applied(stage)
