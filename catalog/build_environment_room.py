@@ -36,9 +36,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from pytest_libero.audit.verify import installed_versions  # noqa: E402 (after the path)
 from pytest_libero.catalog.entries import load_catalog  # noqa: E402
 from pytest_libero.data import ENVIRONMENT_ROOM_FILE  # noqa: E402
-from pytest_libero.perturb.levels import LEVELS  # noqa: E402
 from pytest_libero.perturb.kinds.environment import ROOM_SCHEMA as SCHEMA  # noqa: E402
 from pytest_libero.perturb.kinds.environment import draw_basis  # noqa: E402
+from pytest_libero.perturb.levels import LEVELS  # noqa: E402
 
 TABLE_PATH = REPO_ROOT / "pytest_libero" / "data" / ENVIRONMENT_ROOM_FILE
 NO_ROOM = "has no room for environment"
