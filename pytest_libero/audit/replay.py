@@ -8,6 +8,7 @@ gating as a run. Nothing is compared here: :mod:`pytest_libero.audit.compare` do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from pytest_libero.adapters import load_adapter
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.reader import read_actions
+from pytest_libero.perturb import registry
 from pytest_libero.protocol.hashing import array_sha256
 
 
@@ -47,8 +49,11 @@ def entry_of(record: CaseRecord) -> Entry:
     return Entry.from_dict(record["entry"])
 
 
-def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str) -> Replay:
-    """Open the recorded episode and run its recorded actions; raise on simulator faults."""
+def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str,
+                kinds: Sequence[str] = ()) -> Replay:
+    """Open the recorded episode and run its recorded actions; raise on simulator faults.
+    ``kinds``: the run's own perturbation kinds, registered here first."""
+    registry.load_all(kinds)
     cap = record["budget"]["control_cap"]
     adapter = load_adapter(adapter_name)
     # A video stride beyond the cap: no frame is rendered for a video nobody writes.

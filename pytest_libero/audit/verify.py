@@ -43,6 +43,7 @@ from pytest_libero.evidence.renderer import (
     standing,
 )
 from pytest_libero.files import read_jsonl, tail_of, write_json_atomic
+from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
@@ -84,7 +85,8 @@ def backend_difference(read: RunRead) -> str | None:
     return f"rendered with MUJOCO_GL={shown(recorded[0])} (run) vs {current[0]} here"
 
 
-def verify_case(record: CaseRecord, case_dir: str, adapter: str, images: bool) -> dict[str, Any]:
+def verify_case(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence[str],
+                images: bool) -> dict[str, Any]:
     """In a fresh process: re-execute one case and compare it with its record."""
     from pytest_libero.audit.compare import compare
     from pytest_libero.audit.replay import replay_case
@@ -98,30 +100,31 @@ def verify_case(record: CaseRecord, case_dir: str, adapter: str, images: bool) -
         proprio = line.get("proprio")
         values.append([float(v) for v in decode_array(proprio)]
                       if proprio is not None and "base64" in proprio else None)
-    replay = replay_case(record, folder, adapter)
+    replay = replay_case(record, folder, adapter, kinds)
     return compare(record, recorded, values, replay, images=images).as_dict()
 
 
-def _child(record: CaseRecord, case_dir: str, adapter: str, images: bool, log: str,
-           conn: Any) -> None:
+def _child(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence[str], images: bool,
+           log: str, conn: Any) -> None:
     with open(log, "ab", buffering=0) as sink:  # the simulator's chatter, kept for errors
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
     try:
-        conn.send(("ok", verify_case(record, case_dir, adapter, images)))
+        conn.send(("ok", verify_case(record, case_dir, adapter, kinds, images)))
     except BaseException as exc:  # report it; never leave the parent waiting
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 
 
-def _in_fresh_process(record: CaseRecord, case_dir: Path, adapter: str, images: bool) -> Verdict:
+def _in_fresh_process(record: CaseRecord, case_dir: Path, read: RunRead, images: bool) -> Verdict:
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     with tempfile.TemporaryDirectory(prefix="pytest-libero-verify-") as scratch:
         log = Path(scratch) / "simulator.log"
         process = ctx.Process(target=_child,
-                              args=(record, str(case_dir), adapter, images, str(log), send))
+                              args=(record, str(case_dir), read.adapter, read.kinds, images,
+                                    str(log), send))
         process.start()
         send.close()
         try:
@@ -180,7 +183,7 @@ def check_case(read: RunRead, record: CaseRecord, images: bool) -> Verdict:
     found = precheck(read, record)
     if isinstance(found, Verdict):
         return found
-    return _in_fresh_process(record, found, read.adapter, images)
+    return _in_fresh_process(record, found, read, images)
 
 
 def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str) -> Verdict:
@@ -201,6 +204,7 @@ def verify_run(
 ) -> tuple[list[Verdict], Path]:
     """Verify the run folder's cases (all, or ``cases``); write verify.json; return both."""
     read = read_run(run_dir)
+    registry.load_all(read.kinds)  # the catalog check and the replays know the run's own kinds
     run = read.run
     records = read.by_case
     if not records:
@@ -229,7 +233,7 @@ def verify_run(
             verdict = Verdict(record["case"], NOT_VERIFIABLE, refused)
         elif isinstance(found, Path):
             seen = rendering(record, here, backend)
-            verdict = judged(_in_fresh_process(record, found, read.adapter, seen.images), seen)
+            verdict = judged(_in_fresh_process(record, found, read, seen.images), seen)
         else:
             assert isinstance(found, Verdict)
             verdict = found

@@ -64,6 +64,9 @@ OPTIONS = (
     _Option("perturb", "add generated perturbations beside each selected case: "
             f"KIND:LEVEL[,KIND:LEVEL...] with KIND one of {', '.join(registry.names())} and LEVEL "
             "1-4, or all (docs/perturbations.md)"),
+    _Option("kind", "a perturbation kind of your own for --libero-perturb: module:Class "
+            "(comma-separated for several), importable where cases run "
+            "(docs/architecture.md)"),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
@@ -187,6 +190,8 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     states = option_value(config, "init-states")
     kinds = option_value(config, "ood-kind")
     perturb = option_value(config, "perturb")
+    own_kinds = tuple(s.strip() for s in str(option_value(config, "kind") or "").split(",") if s.strip())
+    registry.load_all(own_kinds)
     selection = SelectionRequest(
         scope=option_value(config, "scope"),
         suite=option_value(config, "suite"),
@@ -215,6 +220,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         render=option_value(config, "render"),
         video_stride=int(_int_option(config, "video-stride") or 0),
         evidence=option_value(config, "evidence"),
+        kinds=own_kinds,
     )
 
 

@@ -69,6 +69,9 @@ class RunPlan:
     video_stride: int
     evidence: str = "full"
     """How much of each episode the case folder keeps (EVIDENCE_LEVELS)."""
+    kinds: tuple[str, ...] = ()
+    """Perturbation kinds of the operator's own (``module:Class``), registered by every
+    process that runs or verifies a case of this plan."""
     shard: tuple[int, int] | None = None
     inapplicable: tuple[tuple[Entry, str], ...] = ()
     """Generated perturbations the selection asked for that cannot apply to their entry,
@@ -166,6 +169,7 @@ class RunPlan:
             "evidence": self.evidence,
             "partial": self.partial,
             "not_applicable": {e.case_id: reason for e, reason in self.inapplicable},
+            **({"kinds": list(self.kinds)} if self.kinds else {}),
         }
 
 
@@ -182,9 +186,11 @@ def make_plan(
     render: str,
     video_stride: int,
     evidence: str | None = None,
+    kinds: tuple[str, ...] = (),
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
+    registry.load_all(kinds)
     asked = [(e, why_not_applicable(e)) for e in map(registry.worded, select(catalog, selection))]
     inapplicable = tuple((e, reason) for e, reason in asked if reason is not None)
     selected = tuple(e for e, reason in asked if reason is None)
@@ -222,6 +228,7 @@ def make_plan(
         owned=selected,
         shard=shard_of,
         adapter=adapter,
+        kinds=kinds,
         render=render,
         video_stride=video_stride,
         evidence=level,

@@ -15,6 +15,7 @@ from pytest_libero.adapters import AdapterCache, load_adapter
 from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, Episode, missing_members
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config.plan import RunPlan
+from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import EnvironmentFault
 
 
@@ -44,6 +45,7 @@ def open_episode(plan: RunPlan, entry: Entry, adapters: AdapterCache | None = No
     episode: Episode | None = None
     error: Exception | None = None
     try:
+        registry.load_all(plan.kinds)  # a case process knows only what its plan names
         adapter = load_adapter(plan.adapter) if adapters is None else adapters.get(plan.adapter)
         episode = adapter.open(
             entry,

@@ -2,26 +2,31 @@
 
 Selection, collection, the simulator side, verify and the reports loop over this
 registry; none of them names a kind. The shipped kinds are registered at import; a kind
-of your own is registered with :func:`register` in every process that runs its cases
-(docs/architecture.md, "Adding a perturbation kind"). Registering or removing a kind
+of your own is named by ``--libero-kind=module:Class``, which the run plan carries, so
+every process that plans, runs or verifies its cases registers it (:func:`load`;
+docs/architecture.md, "Adding a perturbation kind"). Registering or removing a kind
 moves the perturbed identity, which hashes every kind's levels.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
+from importlib import import_module
 
 from pytest_libero.catalog.case_id import KIND_PATTERN
 from pytest_libero.catalog.entries import PARAPHRASE, Entry
 from pytest_libero.perturb.kind import LEVELS, Applied, Context, Kind, KindApplied, Perturbation, Stage
 from pytest_libero.perturb.kinds import BUILTIN
 from pytest_libero.perturb.paraphrase import ParaphraseApplied
+from pytest_libero.protocol.errors import SetupError
 
 _kinds: dict[str, Kind] = {kind.name: kind for kind in BUILTIN}
+_loaded: dict[str, str] = {}
+"""Kinds registered by :func:`load`: name -> the ``module:attribute`` it came from."""
 _version = 0
 
 
@@ -65,7 +70,41 @@ def register(kind: Kind) -> None:
 def unregister(name: str) -> None:
     """Remove the kind ``name`` (a test's own kind, once it is done)."""
     del _kinds[name]
+    _loaded.pop(name, None)
     _changed()
+
+
+def load(spec: str) -> Kind:
+    """Register the kind ``module:attribute`` names (a :class:`Kind` subclass or
+    instance), once per process: loading it again is a no-op. Refused with the reason."""
+    for name, source in _loaded.items():
+        if source == spec:
+            return _kinds[name]
+    module, sep, attribute = spec.partition(":")
+    if not sep or not module or not attribute:
+        raise SetupError(f"--libero-kind={spec[:80]!r}: give module:Class, a perturbation "
+                         "kind importable where the cases run (docs/architecture.md)")
+    try:
+        found = getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SetupError(f"--libero-kind={spec[:80]!r}: cannot import it ({exc}); give an "
+                         "importable module:Class") from exc
+    made = found() if isinstance(found, type) and issubclass(found, Kind) else found
+    if not isinstance(made, Kind):
+        raise SetupError(f"--libero-kind={spec[:80]!r} is a {type(found).__name__}, not a "
+                         "pytest_libero.perturb.kind.Kind subclass or instance")
+    try:
+        register(made)
+    except ValueError as exc:
+        raise SetupError(f"--libero-kind={spec[:80]!r}: {exc}") from None
+    _loaded[made.name] = spec
+    return made
+
+
+def load_all(specs: Iterable[str]) -> None:
+    """Register every kind a run plan names (a no-op for those registered already)."""
+    for spec in specs:
+        load(spec)
 
 
 @contextmanager

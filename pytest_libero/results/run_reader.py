@@ -120,6 +120,9 @@ def _wrong_types(run: dict[str, Any]) -> str | None:
         return "plan.profile has no name"
     if not isinstance(plan_.get("adapter", ""), str):
         return f"plan.adapter is a {_type(plan_['adapter'])}, not an adapter name"
+    kinds = plan_.get("kinds", [])
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        return "plan.kinds is not a list of module:Class names"
     if not isinstance(plan_.get("selection", {}), dict):
         return f"plan.selection is a {_type(plan_['selection'])}, not a table"
     shard = plan_.get("shard")
@@ -173,6 +176,11 @@ class RunRead:
     @property
     def adapter(self) -> str:
         return str(self.run["plan"].get("adapter", "libero"))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The perturbation kinds of the operator's own the run registered (``--libero-kind``)."""
+        return tuple(self.run["plan"].get("kinds", ()))
 
     @property
     def installed(self) -> dict[str, str | None]:
