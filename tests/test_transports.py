@@ -14,7 +14,7 @@ from pytest_libero.protocol.errors import SetupError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_libero"
 TRANSPORT_MODULES = {"policy/transport.py", "policy/factory.py", "policy/remote.py",
-                     "policy/gr00t_transport.py"}
+                     "policy/gr00t/transport.py"}
 PROFILES = PACKAGE / "data" / "profiles"
 
 

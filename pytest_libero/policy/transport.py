@@ -8,7 +8,7 @@ still answers at all (``answering``), and what of it goes into the profile's ide
 Code outside a transport's own module asks the transport; it never tests the name.
 
 Implementations live beside their clients (``policy.factory``, ``policy.remote``,
-``policy.gr00t_transport``) and are found through :func:`transport_named`, which imports
+``policy.gr00t.transport``) and are found through :func:`transport_named`, which imports
 a transport's module only when a profile names it (pyzmq only for gr00t profiles).
 """
 
@@ -37,7 +37,7 @@ __all__ = [
 _IMPLEMENTATIONS = {
     "inprocess": "pytest_libero.policy.factory:INPROCESS",
     "websocket": "pytest_libero.policy.remote:WEBSOCKET",
-    "gr00t": "pytest_libero.policy.gr00t_transport:GR00T",
+    "gr00t": "pytest_libero.policy.gr00t.transport:GR00T",
 }
 TRANSPORT_NAMES = tuple(_IMPLEMENTATIONS)
 """What a profile's ``policy.transport`` may say."""
