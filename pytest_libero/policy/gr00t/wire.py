@@ -29,7 +29,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from pytest_libero.policy.codec import (
+from pytest_libero.policy.arrays import (
     array_fields,
     decode_array,
     decode_msgpack_numpy,
