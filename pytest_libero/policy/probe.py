@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_libero.policy.errors import ServerUnavailable
+from pytest_libero.policy.openpi.client import RETRY_SLEEP_S, WebsocketPolicyClient, check_health
 from pytest_libero.policy.transport import OnWait, ServedProfile, transport_named
-from pytest_libero.policy.websocket import RETRY_SLEEP_S, WebsocketPolicyClient, check_health
 from pytest_libero.protocol.errors import PolicyTransportError, SetupError
 
 __all__ = [

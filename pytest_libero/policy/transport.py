@@ -7,7 +7,7 @@ any case that a server answers as it must (``preflight``) and before each case t
 still answers at all (``answering``), and what of it goes into the profile's identity.
 Code outside a transport's own module asks the transport; it never tests the name.
 
-Implementations live beside their clients (``policy.factory``, ``policy.remote``,
+Implementations live beside their clients (``policy.factory``, ``policy.openpi.transport``,
 ``policy.gr00t.transport``) and are found through :func:`transport_named`, which imports
 a transport's module only when a profile names it (pyzmq only for gr00t profiles).
 """
@@ -36,7 +36,7 @@ __all__ = [
 
 _IMPLEMENTATIONS = {
     "inprocess": "pytest_libero.policy.factory:INPROCESS",
-    "websocket": "pytest_libero.policy.remote:WEBSOCKET",
+    "websocket": "pytest_libero.policy.openpi.transport:WEBSOCKET",
     "gr00t": "pytest_libero.policy.gr00t.transport:GR00T",
 }
 TRANSPORT_NAMES = tuple(_IMPLEMENTATIONS)
