@@ -17,9 +17,9 @@ from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
 from pytest_libero.policy.openpi.client import WebsocketPolicyClient, check_health
 from pytest_libero.policy.openpi.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.openpi.probe import probe_server
 from pytest_libero.policy.openpi.server import SERVER_KEY
 from pytest_libero.policy.openpi.transport import WebsocketPolicy
-from pytest_libero.policy.probe import probe_server
 
 
 def observation(calls: int = 0, controls: int = 0, proprio: bool = False) -> Observation:

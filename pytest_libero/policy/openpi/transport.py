@@ -18,7 +18,7 @@ import numpy as np
 from pytest_libero.policy.contract import Observation, Policy
 from pytest_libero.policy.openpi.client import WebsocketPolicyClient, address_problem
 from pytest_libero.policy.openpi.layout import RequestLayout
-from pytest_libero.policy.probe import connect_within, probe_server
+from pytest_libero.policy.openpi.probe import connect_within, probe_server
 from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
 from pytest_libero.protocol.errors import SetupError
 
