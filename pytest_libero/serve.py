@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_libero.config.profiles import load_profile
+from pytest_libero.policy.builtin.factory import build_inprocess, parse_policy_options
 from pytest_libero.policy.contract import Policy
-from pytest_libero.policy.factory import build_inprocess, parse_policy_options
 from pytest_libero.policy.openpi.server import PolicyServer
 from pytest_libero.protocol.errors import SetupError
 
