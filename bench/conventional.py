@@ -68,7 +68,7 @@ class OursClient:
     """Our client with openpi's infer(dict) -> dict signature (fallback)."""
 
     def __init__(self, uri: str) -> None:
-        from pytest_libero.policy.websocket import WebsocketPolicyClient
+        from pytest_libero.policy.openpi.client import WebsocketPolicyClient
 
         self.client = WebsocketPolicyClient(uri, connect_timeout=10, call_timeout=60)
         self.client.connect(wait_s=10)

@@ -65,7 +65,7 @@ def main() -> int:
     from libero.libero.envs import OffScreenRenderEnv  # noqa: F401  (import cost out of the timings)
 
     from pytest_libero.episode.case import run_case
-    from pytest_libero.policy.remote import WebsocketPolicy
+    from pytest_libero.policy.openpi.transport import WebsocketPolicy
 
     case = c.catalog_entry(args.suite, args.task)
     print(f"# overhead: {case.case_id} ({case.name}), N={args.controls} controls, "

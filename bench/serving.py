@@ -88,7 +88,7 @@ def server(args: argparse.Namespace, batch: bool, wait_ms: float = 0.0) -> Itera
 
 def measure(uri: str, clients: int, seconds: float, request: dict[str, Any]) -> dict[str, float]:
     """``clients`` connections calling in a loop for ``seconds``: replies per second."""
-    from pytest_libero.policy.websocket import WebsocketPolicyClient
+    from pytest_libero.policy.openpi.client import WebsocketPolicyClient
 
     connections = [WebsocketPolicyClient(uri, connect_timeout=10, call_timeout=60)
                    for _ in range(clients)]
@@ -136,7 +136,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from pytest_libero.policy.contract import Observation
-    from pytest_libero.policy.layout import RequestLayout
+    from pytest_libero.policy.openpi.layout import RequestLayout
 
     rng = np.random.default_rng(20260907)
     images = {camera: rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)

@@ -101,9 +101,9 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile both clients")
     args = parser.parse_args()
 
-    from pytest_libero.policy import codec
-    from pytest_libero.policy.layout import RequestLayout
-    from pytest_libero.policy.websocket import WebsocketPolicyClient
+    from pytest_libero.policy.openpi import codec
+    from pytest_libero.policy.openpi.client import WebsocketPolicyClient
+    from pytest_libero.policy.openpi.layout import RequestLayout
 
     try:
         from openpi_client import msgpack_numpy

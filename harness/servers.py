@@ -64,7 +64,7 @@ def serving(argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = N
     ``wait_s=None`` yields at once: for a caller whose client does its own waiting.
     ``log``: where its output goes (a temporary file, removed afterwards, by default).
     """
-    from pytest_libero.policy.probe import wait_for_health
+    from pytest_libero.policy.openpi.probe import wait_for_health
 
     own_log = log is None
     path = Path(tempfile.mkstemp(prefix="served-", suffix=".log")[1]) if log is None else log

@@ -25,7 +25,7 @@ from pytest_libero.config.workers import (
     prefer_worksteal,
 )
 from pytest_libero.episode.record import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, CaseRecord, record_to_json
-from pytest_libero.policy.launcher import LaunchedServer
+from pytest_libero.policy.openpi.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import progress as live_progress

@@ -5,7 +5,7 @@
     python -m pytest_libero.serve --policy my_pkg.policies:make --max-batch 8 --batch-wait-ms 5
 
 A model team runs this in its own environment (its Python, CUDA, framework) and points
-a websocket profile at it. The server itself is :class:`pytest_libero.policy.server.
+a websocket profile at it. The server itself is :class:`pytest_libero.policy.openpi.server.
 PolicyServer`; this module is the command. The factory is called once at startup and
 again whenever more episodes run at once than objects exist, so it should share loaded
 weights between the objects it builds (docs/serving.md).
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_libero.config.profiles import load_profile
+from pytest_libero.policy.builtin.factory import build_inprocess, parse_policy_options
 from pytest_libero.policy.contract import Policy
-from pytest_libero.policy.factory import build_inprocess, parse_policy_options
-from pytest_libero.policy.server import PolicyServer
+from pytest_libero.policy.openpi.server import PolicyServer
 from pytest_libero.protocol.errors import SetupError
 
 

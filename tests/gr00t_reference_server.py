@@ -1,6 +1,6 @@
 """A GR00T-style policy server for tests, written from the documented protocol alone.
 
-It does not use ``pytest_libero.policy.gr00t_wire``: its own few lines speak the wire,
+It does not use ``pytest_libero.policy.gr00t.wire``: its own few lines speak the wire,
 so the client is tested against an independent implementation. ``generation`` picks
 the array form it reads and writes, as Isaac-GR00T's two server generations do:
 

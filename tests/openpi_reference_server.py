@@ -1,6 +1,6 @@
 """A minimal openpi-style policy server for tests, built from the documented protocol.
 
-It deliberately does not use ``pytest_libero.policy.codec``: its own few lines encode
+It deliberately does not use ``pytest_libero.policy.openpi.codec``: its own few lines encode
 arrays as openpi does (bytes keys ``__ndarray__``/``data``/``dtype``/``shape``), so the
 client is tested against an independent implementation of the wire format.
 

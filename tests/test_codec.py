@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openpi_reference_server import server_pack, server_unpack
 
-from pytest_libero.policy import codec
-from pytest_libero.policy.codec import MAX_DEPTH, pack, unpack
 from pytest_libero.policy.errors import CodecError
+from pytest_libero.policy.openpi import codec
+from pytest_libero.policy.openpi.codec import MAX_DEPTH, pack, unpack
 from pytest_libero.protocol.errors import PolicyTransportError
 
 NUMERIC_DTYPES = [

@@ -34,8 +34,8 @@ from ports import free_port
 
 from pytest_libero.config.profiles import load_profile, parse_profile
 from pytest_libero.policy.contract import RAW_REPLY, Observation
-from pytest_libero.policy.gr00t import Gr00tClient, Gr00tPolicy
-from pytest_libero.policy.gr00t_wire import Wire, looks_pickled, unpack
+from pytest_libero.policy.gr00t.client import Gr00tClient, Gr00tPolicy
+from pytest_libero.policy.gr00t.wire import Wire, looks_pickled, unpack
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import EpisodeError, SetupError
 
@@ -536,7 +536,7 @@ def test_a_reply_of_two_frames_is_a_protocol_violation_and_the_next_call_is_clea
 def test_a_reply_past_the_limit_is_refused_by_its_size_and_the_server_is_not_called_dead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pytest_libero.policy import gr00t
+    from pytest_libero.policy.gr00t import client as gr00t
 
     monkeypatch.setattr(gr00t, "MAX_MESSAGE_BYTES", 256 * 1024)
     monkeypatch.setattr(gr00t, "RECEIVE_CAP_BYTES", 1024 * 1024)

@@ -47,7 +47,7 @@ from pytest_libero.episode.loop import error_record
 from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.contract import validate_reply
 from pytest_libero.policy.errors import ProtocolViolation
-from pytest_libero.policy.websocket import DEFAULT_MAX_MESSAGE_BYTES, WebsocketPolicyClient
+from pytest_libero.policy.openpi.client import DEFAULT_MAX_MESSAGE_BYTES, WebsocketPolicyClient
 from pytest_libero.protocol.errors import EpisodeError
 
 pytest_plugins = ["pytester"]

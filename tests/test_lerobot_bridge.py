@@ -38,8 +38,8 @@ from pytest_libero.bridges.lerobot import BridgeRefused, Feature, InputPlan
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes, read_observations
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
-from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.websocket import WebsocketPolicyClient
+from pytest_libero.policy.openpi.client import WebsocketPolicyClient
+from pytest_libero.policy.openpi.layout import RequestLayout
 from pytest_libero.protocol.hashing import array_sha256
 
 ROOT = Path(__file__).resolve().parents[1]

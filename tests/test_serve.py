@@ -15,11 +15,11 @@ from scripted_policies import TESTS_DIR
 from harness.servers import free_port, serve_argv, serving
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
-from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
-from pytest_libero.policy.probe import probe_server
-from pytest_libero.policy.remote import WebsocketPolicy
-from pytest_libero.policy.server import SERVER_KEY
-from pytest_libero.policy.websocket import WebsocketPolicyClient, check_health
+from pytest_libero.policy.openpi.client import WebsocketPolicyClient, check_health
+from pytest_libero.policy.openpi.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.openpi.probe import probe_server
+from pytest_libero.policy.openpi.server import SERVER_KEY
+from pytest_libero.policy.openpi.transport import WebsocketPolicy
 
 
 def observation(calls: int = 0, controls: int = 0, proprio: bool = False) -> Observation:

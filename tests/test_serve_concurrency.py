@@ -24,9 +24,9 @@ from harness.servers import free_port, serve_argv, serving
 from pytest_libero.evidence.reader import read_actions
 from pytest_libero.policy.contract import Observation
 from pytest_libero.policy.errors import ServerError
-from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.server import SERVER_KEY
-from pytest_libero.policy.websocket import WebsocketPolicyClient
+from pytest_libero.policy.openpi.client import WebsocketPolicyClient
+from pytest_libero.policy.openpi.layout import RequestLayout
+from pytest_libero.policy.openpi.server import SERVER_KEY
 
 pytest_plugins = ["pytester"]
 

@@ -13,8 +13,8 @@ from pytest_libero.policy.transport import TRANSPORT_NAMES, Transport, transport
 from pytest_libero.protocol.errors import SetupError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_libero"
-TRANSPORT_MODULES = {"policy/transport.py", "policy/factory.py", "policy/remote.py",
-                     "policy/gr00t_transport.py"}
+TRANSPORT_MODULES = {"policy/transport.py", "policy/builtin/factory.py",
+                     "policy/openpi/transport.py", "policy/gr00t/transport.py"}
 PROFILES = PACKAGE / "data" / "profiles"
 
 

@@ -23,7 +23,7 @@ from pytest_libero.policy.errors import (
     ServerError,
     ServerUnavailable,
 )
-from pytest_libero.policy.websocket import WebsocketPolicyClient, check_health, health_url
+from pytest_libero.policy.openpi.client import WebsocketPolicyClient, check_health, health_url
 from pytest_libero.protocol.errors import PolicyTransportError
 
 

@@ -26,7 +26,7 @@ from pytest_libero.config.profiles import load_profile
 from pytest_libero.files import folder_name_problem
 from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import parse_perturbations
-from pytest_libero.policy.factory import parse_policy_options
+from pytest_libero.policy.builtin.factory import parse_policy_options
 from pytest_libero.protocol.errors import SetupError
 
 

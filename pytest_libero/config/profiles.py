@@ -18,7 +18,7 @@ from pytest_libero.config.numbers import seconds
 from pytest_libero.data import data_path
 from pytest_libero.files import folder_name_problem
 from pytest_libero.policy.contract import OUT_OF_BOUNDS_MODES
-from pytest_libero.policy.launcher import Launch
+from pytest_libero.policy.openpi.launcher import Launch
 from pytest_libero.policy.transport import TRANSPORT_NAMES, Transport, transport_named
 from pytest_libero.protocol.budgets import StopRule
 from pytest_libero.protocol.errors import SetupError

@@ -7,9 +7,10 @@ any case that a server answers as it must (``preflight``) and before each case t
 still answers at all (``answering``), and what of it goes into the profile's identity.
 Code outside a transport's own module asks the transport; it never tests the name.
 
-Implementations live beside their clients (``policy.factory``, ``policy.remote``,
-``policy.gr00t_transport``) and are found through :func:`transport_named`, which imports
-a transport's module only when a profile names it (pyzmq only for gr00t profiles).
+Implementations live beside their clients, one in each family's package
+(``policy.builtin.factory``, ``policy.openpi.transport``, ``policy.gr00t.transport``),
+and are found through :func:`transport_named`, which imports a transport's module only
+when a profile names it (pyzmq only for gr00t profiles).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ __all__ = [
 ]
 
 _IMPLEMENTATIONS = {
-    "inprocess": "pytest_libero.policy.factory:INPROCESS",
-    "websocket": "pytest_libero.policy.remote:WEBSOCKET",
-    "gr00t": "pytest_libero.policy.gr00t_transport:GR00T",
+    "inprocess": "pytest_libero.policy.builtin.factory:INPROCESS",
+    "websocket": "pytest_libero.policy.openpi.transport:WEBSOCKET",
+    "gr00t": "pytest_libero.policy.gr00t.transport:GR00T",
 }
 TRANSPORT_NAMES = tuple(_IMPLEMENTATIONS)
 """What a profile's ``policy.transport`` may say."""

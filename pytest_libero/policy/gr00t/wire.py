@@ -11,7 +11,7 @@ own (a request in the other form reaches the model as a plain dict):
 
 Replies are read in either form, whatever the request used; each decoded message says
 which forms it carried (:class:`Message`), which is how a server's generation is told
-(``gr00t.decide_wire``). Neither form is ever unpickled: an npy header or a
+(``gr00t.client.decide_wire``). Neither form is ever unpickled: an npy header or a
 msgpack-numpy kind that needs pickle (object arrays) is refused, and an npy header is
 checked against the bytes that follow before any array is built. Servers older than
 about September 2025 answered with ``torch.save`` or pickle bytes: recognised by their
@@ -29,7 +29,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from pytest_libero.policy.codec import (
+from pytest_libero.policy.arrays import (
     array_fields,
     decode_array,
     decode_msgpack_numpy,

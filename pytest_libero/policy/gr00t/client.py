@@ -6,7 +6,7 @@ with one) on the endpoints ``ping``, ``reset``, ``get_modality_config``, ``get_a
 (data ``{"observation": ..., "options": null}``, reply ``[action_dict, info]``) and
 ``kill``; a failure answers ``{"error": "..."}``, a request without the server's API
 token ``{"error": "Unauthorized: Invalid API token"}``. The wire (two generations of
-array form) is in ``gr00t_wire``, the key mapping in ``gr00t_layout``.
+array form) is in ``gr00t.wire``, the key mapping in ``gr00t.layout``.
 
 Which array form a request uses is told from the server's ``get_modality_config``
 reply, whose configs carry their generation's marker (:func:`decide_wire`), or pinned by
@@ -42,8 +42,8 @@ from pytest_libero.policy.errors import (
     ServerUnavailable,
     TokenRefused,
 )
-from pytest_libero.policy.gr00t_layout import Gr00tLayout
-from pytest_libero.policy.gr00t_wire import Message, Wire, pack, unpack
+from pytest_libero.policy.gr00t.layout import Gr00tLayout
+from pytest_libero.policy.gr00t.wire import Message, Wire, pack, unpack
 from pytest_libero.protocol.errors import PolicyTransportError
 from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
 from pytest_libero.protocol.text import clipped

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pytest_libero.files import tail_of
 from pytest_libero.policy.errors import ServerUnavailable
-from pytest_libero.policy.probe import wait_for_health
+from pytest_libero.policy.openpi.probe import wait_for_health
 from pytest_libero.protocol.errors import SetupError
 
 STOP_GRACE_S = 10.0

@@ -3,7 +3,9 @@
 The connection is opened at the start of each episode (the first one after GET
 /healthz), so a server the plugin launches has time to come up. A call that fails
 closes the socket (the client never reuses it) and errors its case; the next episode
-connects afresh, so one bad call costs one case, never the run.
+connects afresh, so one bad call costs one case, never the run. ``WEBSOCKET`` is the
+transport a ``transport = "websocket"`` profile names: it reads the profile's
+``[request]`` table into a :class:`RequestLayout` and builds the policy.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.policy.contract import Observation, Policy
-from pytest_libero.policy.layout import RequestLayout
-from pytest_libero.policy.probe import connect_within, probe_server
+from pytest_libero.policy.openpi.client import WebsocketPolicyClient, address_problem
+from pytest_libero.policy.openpi.layout import RequestLayout
+from pytest_libero.policy.openpi.probe import connect_within, probe_server
 from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
-from pytest_libero.policy.websocket import WebsocketPolicyClient, address_problem
 from pytest_libero.protocol.errors import SetupError
 
 
@@ -26,7 +28,7 @@ class WebsocketPolicy:
 
     Each episode gets its own connection: pytest-libero's server resets its policy
     before a connection's first request, so a connection is the episode boundary
-    whatever the request layout sends (see policy/server.py).
+    whatever the request layout sends (see openpi/server.py).
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """GR00T's ZeroMQ server as a transport: its profile tables, preflight and ping.
 
-Imports pyzmq (through ``policy.gr00t``) only inside the methods that talk to a
+Imports pyzmq (through ``gr00t.client``) only inside the methods that talk to a
 server, so reading a gr00t profile never needs it (a policy server in a model's own
 environment has no pyzmq).
 """
@@ -17,8 +17,8 @@ import numpy as np
 
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.errors import ServerError, TokenRefused
-from pytest_libero.policy.gr00t_layout import GRIPPER_TRANSFORMS, Gr00tLayout
-from pytest_libero.policy.gr00t_wire import WIRE_SETTINGS
+from pytest_libero.policy.gr00t.layout import GRIPPER_TRANSFORMS, Gr00tLayout
+from pytest_libero.policy.gr00t.wire import WIRE_SETTINGS
 from pytest_libero.policy.transport import (
     OnWait,
     ServedProfile,
@@ -161,7 +161,7 @@ class Gr00tTransport:
         return bool(settings.layout.state)
 
     def build(self, profile: ServedProfile) -> Policy:
-        from pytest_libero.policy.gr00t import Gr00tPolicy  # pyzmq only where it is needed
+        from pytest_libero.policy.gr00t.client import Gr00tPolicy  # pyzmq only where it is needed
 
         if not profile.endpoint:
             raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
@@ -173,8 +173,8 @@ class Gr00tTransport:
                            api_token=settings.api_token, wire=settings.wire)
 
     def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
-        """``gr00t.preflight_facts``, its refusals explained as usage errors."""
-        from pytest_libero.policy.gr00t import Gr00tPolicy, WireUnknown, preflight_facts
+        """``client.preflight_facts``, its refusals explained as usage errors."""
+        from pytest_libero.policy.gr00t.client import Gr00tPolicy, WireUnknown, preflight_facts
 
         where = (f"the GR00T server at {profile.endpoint} (profile {profile.name!r}, "
                  f"{profile.source})")
@@ -202,7 +202,7 @@ class Gr00tTransport:
 
     def answering(self, profile: ServedProfile) -> None:
         """GR00T's ``ping``, within wait_s."""
-        from pytest_libero.policy.gr00t import Gr00tClient
+        from pytest_libero.policy.gr00t.client import Gr00tClient
 
         settings: Gr00tSettings = profile.settings
         with Gr00tClient(profile.endpoint or "", connect_timeout=profile.connect_timeout,

@@ -40,7 +40,6 @@ from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-from pytest_libero.policy.codec import pack, unpack
 from pytest_libero.policy.errors import (
     CallTimeout,
     CodecError,
@@ -49,6 +48,7 @@ from pytest_libero.policy.errors import (
     ServerError,
     ServerUnavailable,
 )
+from pytest_libero.policy.openpi.codec import pack, unpack
 
 __all__ = [
     "WebsocketPolicyClient",

@@ -31,9 +31,9 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pytest_libero.policy.codec import pack, unpack
 from pytest_libero.policy.contract import BatchPolicy, Observation, Policy
-from pytest_libero.policy.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.openpi.codec import pack, unpack
+from pytest_libero.policy.openpi.layout import COUNTER_KEYS, RequestLayout
 
 log = logging.getLogger("pytest_libero.serve")
 
