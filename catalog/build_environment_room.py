@@ -5,13 +5,13 @@
     MUJOCO_GL=egl python catalog/build_environment_room.py --tasks libero_object-00 --update
 
 The environment kind puts level N's distractors on the table clear of every other body
-and goal region by a margin (perturb/environment.py). Whether a task's table has room
+and goal region by a margin (perturb/kinds/environment.py). Whether a task's table has room
 for them is known only by trying, so this script sets up every native task's
 environment case at each level exactly as a run does (the adapter's ``LiberoEpisode``
 on the task's fast-mode init state: build, distractors, every draw and redraw,
 settling and judging) and writes the cases whose every draw was rejected to
 ``pytest_libero/data/environment_room.json`` with the adapter's reason. Collection
-reads that table (perturb/room.py), so such a case is skipped before it runs.
+reads that table (perturb/kinds/environment.py), so such a case is skipped before it runs.
 
 About 11 s a case on this machine's CPU; 520 cases take about 50 minutes with ``-j 2``.
 ``--check`` sets up the given tasks again and compares them with the committed table

@@ -66,6 +66,13 @@ def test_each_shipped_kind_acts_at_its_moments() -> None:
     }
 
 
+def test_the_docs_say_when_each_kind_acts() -> None:
+    text = (TESTS.parent / "docs" / "perturbations.md").read_text(encoding="utf-8")
+    for kind in registry.kinds():
+        row = f"| `{kind.name}` | {', '.join(m.value for m in kind.moments())} |"
+        assert row in text, row
+
+
 def kind_comparisons(path: Path, kinds: set[str]) -> list[str]:
     """Places in ``path`` that compare something with a kind's name written out."""
     found = []

@@ -3,8 +3,8 @@
 The position kind moves the task's movable objects that stand on the table; an object
 inside or on a fixture (a drawer, a cabinet, a rack), on another object, or with another
 object on it stays where it is. The same rule answers at collection (from the BDDL
-text, no simulator: perturb/applicability.py) and in the adapter (from LIBERO's parsed
-problem), so a case that has nothing to move is skipped before it runs, with the reason.
+text, no simulator) and on the built scene (from LIBERO's parsed problem), both in
+perturb/kinds/position.py, so a case that has nothing to move is skipped before it runs, with the reason.
 """
 
 from __future__ import annotations
