@@ -1,18 +1,18 @@
 """Rebuild the frozen LIBERO catalog (P1) and source inventory (P2) from the install.
 
-    python catalog/build_catalog.py            # write pytest_libero/data/*.json
-    python catalog/build_catalog.py --check    # exit 1 if the committed files are stale
-    python catalog/build_catalog.py --import-reference UPSTREAM.json
-                                               # refresh catalog/upstream_reference.json
+    python release/build_catalog.py            # write pytest_libero/data/*.json
+    python release/build_catalog.py --check    # exit 1 if the committed files are stale
+    python release/build_catalog.py --import-reference UPSTREAM.json
+                                               # refresh release/upstream_reference.json
 
 It also writes the OOD catalog and inventory (``libero_ood_*.json``): the LIBERO-PRO
 perturbation suites the same distribution ships, each task with its native twin, and
-every suite that is not ready with the reason (catalog/ood_sources.py).
+every suite that is not ready with the reason (release/ood_sources.py).
 
 Both files are protocol data: they are regenerated only when the pinned distribution
 changes, and every regenerated entry must agree with the independent upstream
 reference (``--reference``, by default the copy carried in
-``catalog/upstream_reference.json``) or nothing is written. Output is deterministic
+``release/upstream_reference.json``) or nothing is written. Output is deterministic
 (sorted keys, indent 1, trailing newline), so ``--check`` is a plain text comparison.
 
 The script reads the installed distribution's own package tree, not paths redirected
@@ -44,15 +44,15 @@ OOD_INVENTORY_PATH = DATA_DIR / "libero_ood_inventory.json"
 # The upstream facts the build is checked against, carried in the repository so the
 # check runs in any clone. ``--reference`` also accepts a raw upstream inventory (a bare
 # JSON list of entries) at another path.
-DEFAULT_REFERENCE = REPO_ROOT / "catalog" / "upstream_reference.json"
+DEFAULT_REFERENCE = REPO_ROOT / "release" / "upstream_reference.json"
 REFERENCE_SCHEMA = "pytest-libero/upstream-reference/1"
 REFERENCE_ORIGIN = (
     "Per-task facts of upstream LIBERO at revision 8f1084e3 (the 130 standard entries, "
     "task order 0, in the source file's order), taken from the development "
     "workspace's upstream inventory (shared/reference/upstream_inventory.json). "
     "Only the fields that "
-    "catalog/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
-    "with: python catalog/build_catalog.py --import-reference PATH"
+    "release/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
+    "with: python release/build_catalog.py --import-reference PATH"
 )
 
 CATALOG_SCHEMA = "pytest-libero/catalog/1"
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             relative = path.relative_to(REPO_ROOT)
             print(f"build_catalog: stale or missing: {relative}", file=sys.stderr)
         if stale:
-            print("build_catalog: run python catalog/build_catalog.py to refresh", file=sys.stderr)
+            print("build_catalog: run python release/build_catalog.py to refresh", file=sys.stderr)
             return 1
         print("build_catalog: committed catalog and inventory are up to date")
         return 0

@@ -25,13 +25,13 @@ Diagnostics (also compared, reported apart): the 9 encoders and the full MuJoCo 
 (env.get_sim_state(), float64 bytes) after every settling and policy control.
 
 Usage:
-    python catalog/validate_schedule.py --suite libero_10 --states 0,25,49 --record
-    python catalog/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
-    python catalog/validate_schedule.py                    # the default --case sample (below)
-    python catalog/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
+    python release/validate_schedule.py --suite libero_10 --states 0,25,49 --record
+    python release/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
+    python release/validate_schedule.py                    # the default --case sample (below)
+    python release/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
         --case libero_object:0:0,25:tests/data/replay_libero_object_00.npy
-    python catalog/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
-    python catalog/validate_schedule.py --replay-rng     # also schedule R (below)
+    python release/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
+    python release/validate_schedule.py --replay-rng     # also schedule R (below)
 
 A case is SUITE:TASK:STATES:ACTIONS. STATES is a comma list, run by B in that order in
 one environment. ACTIONS is randN (N deterministic pseudo-random controls, see
@@ -279,7 +279,7 @@ def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
             rec.control("settle", i, done, raw, state)
         wrapped = RecordingEpisode(episode)
         wrapped.rec = rec
-        budget = Budget("decisions", n, "catalog/validate_schedule.py", k, math.ceil(n / k))
+        budget = Budget("decisions", n, "release/validate_schedule.py", k, math.ceil(n / k))
         result = run_episode(wrapped, ReplayPolicy(actions, k), budget, StopRule(None),
                              init_controls=episode.init_controls)
         t2 = time.perf_counter()
@@ -762,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
         if not full:
             raise SystemExit("--record validates full mode; drop --schedule-a=fast")
         given = argv if argv is not None else sys.argv[1:]
-        command = "python catalog/validate_schedule.py " + " ".join(given)
+        command = "python release/validate_schedule.py " + " ".join(given)
         record_validation(args.record, dump, command, wall, args.a_env)
         print(f"verdicts merged into {args.record}")
     return 0 if n_match == len(dump) else 1
