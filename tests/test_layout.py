@@ -18,8 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_libero"
 MAX_TOP_LEVEL_MODULES = 8
 
 # Lowest first; a package imports only from its own layer's package and the layers below
-# (DESIGN.md section 2: protocol < catalog < perturb < policy < adapters < evidence <
-# episode < results < report < audit < plugin/cli, with the packages it leaves out placed).
+# (docs/architecture.md, "The packages", describes this order).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_libero", "data", "files"),  # the root (its version), packaged data, crash-safe
                                          # file helpers: they import nothing of ours
