@@ -51,9 +51,12 @@ REFERENCE_ORIGIN = (
     "task order 0, in the source file's order), taken from the development "
     "workspace's upstream inventory (shared/reference/upstream_inventory.json). "
     "Only the fields that "
-    "release/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
-    "with: python release/build_catalog.py --import-reference PATH"
+    "catalog/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
+    "with: python catalog/build_catalog.py --import-reference PATH"
 )
+"""The carried reference's ``origin``, as upstream_reference.json records it: written when
+the release scripts' folder was called ``catalog/`` (it is ``release/`` now). Kept word
+for word so that --import-reference writes the committed file's bytes again."""
 
 CATALOG_SCHEMA = "pytest-libero/catalog/1"
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
