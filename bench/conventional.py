@@ -133,7 +133,7 @@ def conventional_episode(case: Any, client: Any, controls: int, replan_interval:
             "controls": executed, "calls": calls, "renders": "every control"}
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     c.episode_arguments(parser)
     parser.add_argument("--resize", default="openpi", choices=("openpi", "pil", "cv2"))
@@ -147,7 +147,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.controls % args.replan_interval:
         parser.error("--controls must be a multiple of --replan-interval")
+    return args
 
+
+def main() -> int:
+    args = arguments()
     c.prepare_simulator()
     from libero.libero.envs import OffScreenRenderEnv  # noqa: F401  (import cost out of the timings)
 
@@ -164,66 +168,90 @@ def main() -> int:
     print(f"# {c.machine_note()}")
 
     work = Path(tempfile.mkdtemp(prefix="bench-conventional-"))
-    results: dict[str, list[dict[str, Any]]] = {"ours": [], "conventional": []}
     try:
         with c.zero_server(chunk=args.replan_interval) as uri:
-            try:
-                from openpi_client.websocket_client_policy import WebsocketClientPolicy
-
-                with warnings.catch_warnings():  # websockets: connect() outside a with block
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    conv_client: Any = WebsocketClientPolicy(uri)
-                print("# conventional client: openpi_client.WebsocketClientPolicy")
-            except ImportError:
-                conv_client = OursClient(uri)
-                print("# conventional client: ours (openpi-client is not installed)")
-            profile = c.websocket_profile(uri, work)
-            plan = c.plan_for(profile, case, args.controls, args.replan_interval,
-                              render=args.render, video_stride=args.video_stride)
-            policy = profile.build_policy()
-            policy.reset()
-            serial = iter(range(10**6))
-
-            def ours() -> dict[str, Any]:
-                case_dir = work / f"case-{next(serial)}"
-                if args.isolation == "process":
-                    from pytest_libero.episode.host import run_isolated
-
-                    t0 = time.perf_counter()
-                    record = run_isolated(plan, case, case_dir, c.watchdog_for(plan))
-                    whole = time.perf_counter() - t0
-                    if record["outcome"] == "errored":
-                        raise RuntimeError(record["summary"])
-                    out = {"whole_s": whole, **c.record_figures(record)}
-                else:
-                    out = c.run_plugin_case(plan, case, policy, case_dir)
-                out["video_s"] = float("nan")
-                shutil.rmtree(case_dir, ignore_errors=True)
-                return out
-
-            def conventional() -> dict[str, Any]:
-                video = work / f"conventional-{next(serial)}.mp4"
-                out = conventional_episode(case, conv_client, args.controls, args.replan_interval,
-                                           resize, video, args.resize_every_control)
-                video.unlink(missing_ok=True)
-                return out
-
-            variants = {"ours": ours, "conventional": conventional}
+            variants = Variants(args, case, work, uri, resize)
             if not args.no_warmup:
                 c.run_bare(case, args.replan_interval, args.replan_interval)
-            for repeat in range(args.repeats):
-                for name in c.interleaved_order(list(variants), repeat):
-                    cpu0 = c.cpu_seconds()
-                    out = variants[name]()
-                    isolated = name == "ours" and args.isolation == "process"
-                    out["cpu_s"] = float("nan") if isolated else c.cpu_seconds() - cpu0
-                    results[name].append(out)
-                    print(f"#   repeat {repeat + 1} {name:<13} whole {out['whole_s']:7.2f} s  "
-                          f"episode {out['episode_s']:6.2f} s  CPU {out['cpu_s']:6.2f} s", flush=True)
-            policy.close()
+            results = variants.repeat()
+            variants.policy.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print_results(results)
+    return 0
 
+
+def conventional_client(uri: str) -> Any:
+    """openpi's reference client when installed, else ours."""
+    try:
+        from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+        with warnings.catch_warnings():  # websockets: connect() outside a with block
+            warnings.simplefilter("ignore", DeprecationWarning)
+            client: Any = WebsocketClientPolicy(uri)
+        print("# conventional client: openpi_client.WebsocketClientPolicy")
+    except ImportError:
+        client = OursClient(uri)
+        print("# conventional client: ours (openpi-client is not installed)")
+    return client
+
+
+class Variants:
+    """Our case and the conventional loop, over one zero-policy server at ``uri``."""
+
+    def __init__(self, args: argparse.Namespace, case: Any, work: Path, uri: str, resize: Any) -> None:
+        self.args, self.case, self.work, self.resize = args, case, work, resize
+        self.conv_client = conventional_client(uri)
+        profile = c.websocket_profile(uri, work)
+        self.plan = c.plan_for(profile, case, args.controls, args.replan_interval,
+                               render=args.render, video_stride=args.video_stride)
+        self.policy = profile.build_policy()
+        self.policy.reset()
+        self.serial = iter(range(10**6))
+
+    def ours(self) -> dict[str, Any]:
+        case_dir = self.work / f"case-{next(self.serial)}"
+        if self.args.isolation == "process":
+            from pytest_libero.episode.host import run_isolated
+
+            t0 = time.perf_counter()
+            record = run_isolated(self.plan, self.case, case_dir, c.watchdog_for(self.plan))
+            whole = time.perf_counter() - t0
+            if record["outcome"] == "errored":
+                raise RuntimeError(record["summary"])
+            out = {"whole_s": whole, **c.record_figures(record)}
+        else:
+            out = c.run_plugin_case(self.plan, self.case, self.policy, case_dir)
+        out["video_s"] = float("nan")
+        shutil.rmtree(case_dir, ignore_errors=True)
+        return out
+
+    def conventional(self) -> dict[str, Any]:
+        args = self.args
+        video = self.work / f"conventional-{next(self.serial)}.mp4"
+        out = conventional_episode(self.case, self.conv_client, args.controls, args.replan_interval,
+                                   self.resize, video, args.resize_every_control)
+        video.unlink(missing_ok=True)
+        return out
+
+    def repeat(self) -> dict[str, list[dict[str, Any]]]:
+        """Both variants ``--repeats`` times, interleaved (the order rotates every repeat)."""
+        args = self.args
+        results: dict[str, list[dict[str, Any]]] = {"ours": [], "conventional": []}
+        variants = {"ours": self.ours, "conventional": self.conventional}
+        for repeat in range(args.repeats):
+            for name in c.interleaved_order(list(variants), repeat):
+                cpu0 = c.cpu_seconds()
+                out = variants[name]()
+                isolated = name == "ours" and args.isolation == "process"
+                out["cpu_s"] = float("nan") if isolated else c.cpu_seconds() - cpu0
+                results[name].append(out)
+                print(f"#   repeat {repeat + 1} {name:<13} whole {out['whole_s']:7.2f} s  "
+                      f"episode {out['episode_s']:6.2f} s  CPU {out['cpu_s']:6.2f} s", flush=True)
+        return results
+
+
+def print_results(results: dict[str, list[dict[str, Any]]]) -> None:
     print()
     rows = []
     for name, runs in results.items():
@@ -243,7 +271,6 @@ def main() -> int:
                        med["conventional"]["whole_s"], "<= 0.75"))
     print(c.ratio_line("whole-case CPU ratio ours/conventional", med["ours"]["cpu_s"],
                        med["conventional"]["cpu_s"]))
-    return 0
 
 
 if __name__ == "__main__":

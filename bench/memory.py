@@ -184,7 +184,7 @@ def spawn(extra: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     return lines
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", default="libero_10")
     parser.add_argument("--task", type=int, default=0)
@@ -201,8 +201,11 @@ def main() -> int:
     parser.add_argument("--skip-seq", action="store_true")
     parser.add_argument("--child", choices=("single", "sequence"), help=argparse.SUPPRESS)
     parser.add_argument("--controls", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> int:
+    args = arguments()
     if args.child == "single":
         child_single(args)
         return 0
@@ -214,70 +217,79 @@ def main() -> int:
           "in-process zero policy")
     print(f"# {c.machine_note()}")
     if not args.skip_peak:
-        runs: dict[int, list[dict[str, Any]]] = {args.short: [], args.long: []}
-        for repeat in range(args.repeats):
-            for n in c.interleaved_order([args.short, args.long], repeat):
-                out = spawn(["--child", "single", "--controls", str(n)], args)[0]
-                runs[n].append(out)
-                print(f"#   {n} controls: peak {mib(out['hwm_kib']):.0f} MiB in {out['seconds']:.0f} s",
-                      flush=True)
-        print()
-        rows = []
-        for n, outs in runs.items():
-            rows.append([
-                n, len(outs),
-                mib(c.median([o["ru_maxrss_kib"] for o in outs])),
-                mib(c.median([o["hwm_kib"] for o in outs])),
-                mib(c.median([o["first_obs_rss_kib"] or float("nan") for o in outs])),
-                mib(c.median([o["end_rss_kib"] for o in outs])),
-                c.median([o["evidence_bytes"] for o in outs]) / 2**20,
-                c.median([o["seconds"] for o in outs]),
-            ])
-        c.print_table(["controls", "processes", "peak RSS MiB (ru_maxrss)", "VmHWM MiB",
-                       "RSS at 1st obs MiB", "RSS at end MiB",
-                       "evidence MiB", "case s"], rows)
-        short = c.median([o["hwm_kib"] for o in runs[args.short]])
-        long = c.median([o["hwm_kib"] for o in runs[args.long]])
-        print()
-        print(c.ratio_line(f"peak RSS ratio {args.long}/{args.short} controls", long, short,
-                           "<= 1.10"))
-
+        peak_table(args)
     if not args.skip_seq:
-        lines = spawn(["--child", "sequence", "--seq-cases", str(args.seq_cases),
-                       "--seq-controls", str(args.seq_controls),
-                       *(["--seq-same-task"] if args.seq_same_task else []),
-                       *(["--trim"] if args.trim else [])], args)
-        start = lines[0]["rss_kib"]
-        cases = lines[1:]
-        print()
-        print(f"# {len(cases)} consecutive cases in one process, {args.seq_controls} controls each; "
-              f"RSS before the first: {mib(start):.0f} MiB")
-        rows = []
-        previous = None
-        for line in cases:
-            rows.append([
-                line["case"], line["task"], mib(line["rss_kib"]),
-                "-" if previous is None else f"{mib(line['rss_kib'] - previous):+.0f}",
-                mib(line["hwm_kib"]), mib(line["heap_in_use_kib"]), mib(line["heap_free_held_kib"]),
-                *([mib(line["rss_after_trim_kib"])] if args.trim else []),
-                line["objects"], line["fds"], line["threads"],
-            ])
-            previous = line["rss_kib"]
-        c.print_table(["case", "task", "RSS after MiB", "change MiB", "peak MiB",
-                       "C heap in use MiB", "C heap free but held MiB",
-                       *(["RSS after malloc_trim MiB"] if args.trim else []),
-                       "live objects", "open fds", "threads"], rows)
-        first, last = cases[0], cases[-1]
-        if len(cases) > 1:
-            steps = len(cases) - 1
-            print()
-            def per_case(key: str) -> float:
-                return mib(last[key] - first[key]) / steps
-
-            print(f"RSS growth per case after the first: {per_case('rss_kib'):+.1f} MiB; "
-                  f"C heap in use {per_case('heap_in_use_kib'):+.1f} MiB, "
-                  f"free but held {per_case('heap_free_held_kib'):+.1f} MiB")
+        sequence_table(args)
     return 0
+
+
+def peak_table(args: argparse.Namespace) -> None:
+    """Table 1: a short and a long case, each in a fresh process; their peak RSS."""
+    runs: dict[int, list[dict[str, Any]]] = {args.short: [], args.long: []}
+    for repeat in range(args.repeats):
+        for n in c.interleaved_order([args.short, args.long], repeat):
+            out = spawn(["--child", "single", "--controls", str(n)], args)[0]
+            runs[n].append(out)
+            print(f"#   {n} controls: peak {mib(out['hwm_kib']):.0f} MiB in {out['seconds']:.0f} s",
+                  flush=True)
+    print()
+    rows = []
+    for n, outs in runs.items():
+        rows.append([
+            n, len(outs),
+            mib(c.median([o["ru_maxrss_kib"] for o in outs])),
+            mib(c.median([o["hwm_kib"] for o in outs])),
+            mib(c.median([o["first_obs_rss_kib"] or float("nan") for o in outs])),
+            mib(c.median([o["end_rss_kib"] for o in outs])),
+            c.median([o["evidence_bytes"] for o in outs]) / 2**20,
+            c.median([o["seconds"] for o in outs]),
+        ])
+    c.print_table(["controls", "processes", "peak RSS MiB (ru_maxrss)", "VmHWM MiB",
+                   "RSS at 1st obs MiB", "RSS at end MiB",
+                   "evidence MiB", "case s"], rows)
+    short = c.median([o["hwm_kib"] for o in runs[args.short]])
+    long = c.median([o["hwm_kib"] for o in runs[args.long]])
+    print()
+    print(c.ratio_line(f"peak RSS ratio {args.long}/{args.short} controls", long, short,
+                       "<= 1.10"))
+
+
+def sequence_table(args: argparse.Namespace) -> None:
+    """Table 2: consecutive cases in one fresh process; memory after each."""
+    lines = spawn(["--child", "sequence", "--seq-cases", str(args.seq_cases),
+                   "--seq-controls", str(args.seq_controls),
+                   *(["--seq-same-task"] if args.seq_same_task else []),
+                   *(["--trim"] if args.trim else [])], args)
+    start = lines[0]["rss_kib"]
+    cases = lines[1:]
+    print()
+    print(f"# {len(cases)} consecutive cases in one process, {args.seq_controls} controls each; "
+          f"RSS before the first: {mib(start):.0f} MiB")
+    rows = []
+    previous = None
+    for line in cases:
+        rows.append([
+            line["case"], line["task"], mib(line["rss_kib"]),
+            "-" if previous is None else f"{mib(line['rss_kib'] - previous):+.0f}",
+            mib(line["hwm_kib"]), mib(line["heap_in_use_kib"]), mib(line["heap_free_held_kib"]),
+            *([mib(line["rss_after_trim_kib"])] if args.trim else []),
+            line["objects"], line["fds"], line["threads"],
+        ])
+        previous = line["rss_kib"]
+    c.print_table(["case", "task", "RSS after MiB", "change MiB", "peak MiB",
+                   "C heap in use MiB", "C heap free but held MiB",
+                   *(["RSS after malloc_trim MiB"] if args.trim else []),
+                   "live objects", "open fds", "threads"], rows)
+    first, last = cases[0], cases[-1]
+    if len(cases) > 1:
+        steps = len(cases) - 1
+        print()
+        def per_case(key: str) -> float:
+            return mib(last[key] - first[key]) / steps
+
+        print(f"RSS growth per case after the first: {per_case('rss_kib'):+.1f} MiB; "
+              f"C heap in use {per_case('heap_in_use_kib'):+.1f} MiB, "
+              f"free but held {per_case('heap_free_held_kib'):+.1f} MiB")
 
 
 if __name__ == "__main__":

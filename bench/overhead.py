@@ -49,6 +49,43 @@ import _common as c
 
 
 def main() -> int:
+    args = arguments()
+    c.prepare_simulator()
+    from libero.libero.envs import OffScreenRenderEnv  # noqa: F401  (import cost out of the timings)
+
+    case = c.catalog_entry(args.suite, args.task)
+    print(f"# overhead: {case.case_id} ({case.name}), N={args.controls} controls, "
+          f"K={args.replan_interval}, {args.repeats} repeats, plugin render="
+          f"{args.render or 'default'}, video stride={args.video_stride or 'default'}")
+    print(f"# {c.machine_note()}")
+
+    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    profile_text = ""
+    try:
+        with c.zero_server(chunk=args.replan_interval) as uri:
+            bench = Variants(args, case, work, uri)
+            variants = bench.variants()
+            if not args.no_warmup:
+                c.run_bare(case, args.replan_interval, args.replan_interval)  # EGL, caches
+            results = repeat_variants(variants, args.repeats)
+            if args.profile:
+                profile_text = profile_case(lambda: bench.plugin(bench.ws_plan, bench.policy))
+            bench.policy.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print_medians(results)
+    print_ratios(results, args.breakdown)
+    if bench.plugin_hashes is not None and bench.bare_hashes:
+        same = bench.plugin_hashes == bench.bare_hashes
+        print(f"bare loop images bit-identical to the plugin's delivered observations: "
+              f"{'yes' if same else 'NO'} ({len(bench.bare_hashes)} observations compared)")
+    if profile_text:
+        print(profile_text)
+    return 0
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     c.episode_arguments(parser)
     parser.add_argument("--render", choices=("consumed", "all"), help="the plugin's --libero-render")
@@ -60,95 +97,94 @@ def main() -> int:
     args = parser.parse_args()
     if args.controls % args.replan_interval:
         parser.error("--controls must be a multiple of --replan-interval")
+    return args
 
-    c.prepare_simulator()
-    from libero.libero.envs import OffScreenRenderEnv  # noqa: F401  (import cost out of the timings)
 
-    from pytest_libero.episode.case import run_case
-    from pytest_libero.policy.openpi.transport import WebsocketPolicy
+class Variants:
+    """The ways one case is run, over one zero-policy server at ``uri``: the plugin's
+    (in several set-ups with --breakdown) and the bare loop. The first plugin case's and
+    the first bare run's image hashes are kept for the bit-identity check."""
 
-    case = c.catalog_entry(args.suite, args.task)
-    print(f"# overhead: {case.case_id} ({case.name}), N={args.controls} controls, "
-          f"K={args.replan_interval}, {args.repeats} repeats, plugin render="
-          f"{args.render or 'default'}, video stride={args.video_stride or 'default'}")
-    print(f"# {c.machine_note()}")
+    def __init__(self, args: argparse.Namespace, case: Any, work: Path, uri: str) -> None:
+        from pytest_libero.episode.case import run_case
+        from pytest_libero.policy.openpi.transport import WebsocketPolicy
 
-    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+        self.run_case = run_case
+        self.args, self.case, self.work = args, case, work
+        self.ws_profile = c.websocket_profile(uri, work)
+        self.ws_plan = self.plan(self.ws_profile)
+        self.policy: WebsocketPolicy = self.ws_profile.build_policy()
+        self.policy.reset()  # connect once, as the session fixture does
+        self.inproc_plan = self.plan(c.inprocess_zero_profile(args.replan_interval))
+        self.inproc_policy = self.inproc_plan.profile.build_policy()
+        self.serial = iter(range(10**6))
+        self.plugin_hashes: list[dict[str, str]] | None = None
+        self.bare_hashes: list[dict[str, str]] = []
+
+    def plan(self, profile: Any, render: str | None = None) -> Any:
+        args = self.args
+        return c.plan_for(profile, self.case, args.controls, args.replan_interval,
+                          render=render or args.render, video_stride=args.video_stride)
+
+    def variants(self) -> dict[str, Any]:
+        """Variant name -> a call that runs it once and returns its figures."""
+        args, case = self.args, self.case
+        variants: dict[str, Any] = {
+            "bare": lambda: c.run_bare(case, args.controls, args.replan_interval,
+                                       hashes=self.bare_hashes if not self.bare_hashes else None),
+            "plugin": lambda: self.plugin(self.ws_plan, self.policy),
+        }
+        if args.breakdown:
+            render_all = self.plan(self.ws_profile, render="all")
+            variants["plugin-render-all"] = lambda: self.plugin(render_all, self.policy)
+            variants["plugin-inproc"] = lambda: self.plugin(self.inproc_plan, self.inproc_policy)
+            variants["plugin-noevidence"] = self.noevidence
+            variants["plugin-isolated"] = self.isolated
+        return variants
+
+    def plugin(self, run_plan: Any, pol: Any) -> dict[str, Any]:
+        case_dir = self.work / f"case-{next(self.serial)}"
+        out = c.run_plugin_case(run_plan, self.case, pol, case_dir)
+        if self.plugin_hashes is None:
+            self.plugin_hashes = c.evidence_hashes(case_dir)
+        shutil.rmtree(case_dir, ignore_errors=True)
+        return out
+
+    def noevidence(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        record = self.run_case(self.ws_plan, self.case, self.policy)
+        return {"whole_s": time.perf_counter() - t0, **c.record_figures(record)}
+
+    def isolated(self) -> dict[str, Any]:
+        from pytest_libero.episode.host import run_isolated
+
+        case_dir = self.work / f"case-{next(self.serial)}"
+        t0 = time.perf_counter()
+        record = run_isolated(self.ws_plan, self.case, case_dir, c.watchdog_for(self.ws_plan))
+        whole = time.perf_counter() - t0
+        shutil.rmtree(case_dir, ignore_errors=True)
+        if record["outcome"] == "errored":
+            raise RuntimeError(record["summary"])
+        return {"whole_s": whole, **c.record_figures(record)}
+
+
+def repeat_variants(variants: dict[str, Any], repeats: int) -> dict[str, list[dict[str, Any]]]:
+    """Every variant ``repeats`` times, interleaved (the order rotates every repeat)."""
     results: dict[str, list[dict[str, Any]]] = {}
-    profile_text = ""
-    plugin_hashes: list[dict[str, str]] | None = None
-    bare_hashes: list[dict[str, str]] = []
-    try:
-        with c.zero_server(chunk=args.replan_interval) as uri:
-            ws_profile = c.websocket_profile(uri, work)
+    names = list(variants)
+    for repeat in range(repeats):
+        for name in c.interleaved_order(names, repeat):
+            cpu0 = c.cpu_seconds()
+            out = variants[name]()
+            # The isolated case runs in a forkserver grandchild: not counted here.
+            out["cpu_s"] = math.nan if name == "plugin-isolated" else c.cpu_seconds() - cpu0
+            results.setdefault(name, []).append(out)
+            print(f"#   repeat {repeat + 1} {name:<18} whole {out['whole_s']:7.2f} s  "
+                  f"episode {out['episode_s']:6.2f} s  CPU {out['cpu_s']:6.2f} s", flush=True)
+    return results
 
-            def plan(profile: Any, render: str | None = args.render) -> Any:
-                return c.plan_for(profile, case, args.controls, args.replan_interval,
-                                  render=render, video_stride=args.video_stride)
 
-            ws_plan = plan(ws_profile)
-            policy: WebsocketPolicy = ws_profile.build_policy()
-            policy.reset()  # connect once, as the session fixture does
-            inproc_plan = plan(c.inprocess_zero_profile(args.replan_interval))
-            inproc_policy = inproc_plan.profile.build_policy()
-            serial = iter(range(10**6))
-
-            def plugin(run_plan: Any, pol: Any) -> dict[str, Any]:
-                nonlocal plugin_hashes
-                case_dir = work / f"case-{next(serial)}"
-                out = c.run_plugin_case(run_plan, case, pol, case_dir)
-                if plugin_hashes is None:
-                    plugin_hashes = c.evidence_hashes(case_dir)
-                shutil.rmtree(case_dir, ignore_errors=True)
-                return out
-
-            def noevidence() -> dict[str, Any]:
-                t0 = time.perf_counter()
-                record = run_case(ws_plan, case, policy)
-                return {"whole_s": time.perf_counter() - t0, **c.record_figures(record)}
-
-            def isolated() -> dict[str, Any]:
-                from pytest_libero.episode.host import run_isolated
-
-                case_dir = work / f"case-{next(serial)}"
-                t0 = time.perf_counter()
-                record = run_isolated(ws_plan, case, case_dir, c.watchdog_for(ws_plan))
-                whole = time.perf_counter() - t0
-                shutil.rmtree(case_dir, ignore_errors=True)
-                if record["outcome"] == "errored":
-                    raise RuntimeError(record["summary"])
-                return {"whole_s": whole, **c.record_figures(record)}
-
-            variants: dict[str, Any] = {
-                "bare": lambda: c.run_bare(case, args.controls, args.replan_interval,
-                                           hashes=bare_hashes if not bare_hashes else None),
-                "plugin": lambda: plugin(ws_plan, policy),
-            }
-            if args.breakdown:
-                render_all = plan(ws_profile, render="all")
-                variants["plugin-render-all"] = lambda: plugin(render_all, policy)
-                variants["plugin-inproc"] = lambda: plugin(inproc_plan, inproc_policy)
-                variants["plugin-noevidence"] = noevidence
-                variants["plugin-isolated"] = isolated
-
-            if not args.no_warmup:
-                c.run_bare(case, args.replan_interval, args.replan_interval)  # EGL, caches
-            names = list(variants)
-            for repeat in range(args.repeats):
-                for name in c.interleaved_order(names, repeat):
-                    cpu0 = c.cpu_seconds()
-                    out = variants[name]()
-                    # The isolated case runs in a forkserver grandchild: not counted here.
-                    out["cpu_s"] = math.nan if name == "plugin-isolated" else c.cpu_seconds() - cpu0
-                    results.setdefault(name, []).append(out)
-                    print(f"#   repeat {repeat + 1} {name:<18} whole {out['whole_s']:7.2f} s  "
-                          f"episode {out['episode_s']:6.2f} s  CPU {out['cpu_s']:6.2f} s", flush=True)
-            if args.profile:
-                profile_text = profile_case(lambda: plugin(ws_plan, policy))
-            policy.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
+def print_medians(results: dict[str, list[dict[str, Any]]]) -> None:
     rows = []
     for name, runs in results.items():
         rows.append([
@@ -166,6 +202,9 @@ def main() -> int:
                   rows)
     print("(medians; setup = build, reset, settle; rest = whole - setup - episode: policy reset,\n"
           " evidence finishing, env close, record; renders counted after the env reset)")
+
+
+def print_ratios(results: dict[str, list[dict[str, Any]]], breakdown: bool) -> None:
     med = {n: {k: c.median([r[k] for r in runs]) for k in ("episode_s", "whole_s", "setup_s", "cpu_s")}
            for n, runs in results.items()}
     print()
@@ -177,7 +216,7 @@ def main() -> int:
                        med["bare"]["cpu_s"]))
     paired = [p["whole_s"] / b["whole_s"] for p, b in zip(results["plugin"], results["bare"])]
     print(f"whole-case ratio, median of the {len(paired)} paired repeats = {c.median(paired):.3f}")
-    if args.breakdown:
+    if breakdown:
         def attribution(label: str, num: str, den: str, key: str = "episode_s") -> None:
             if num in med and den in med:
                 print(c.ratio_line(label, med[num][key], med[den][key]))
@@ -189,13 +228,6 @@ def main() -> int:
         attribution("episode ratio plugin/plugin-inproc (the websocket)", "plugin", "plugin-inproc")
         attribution("whole-case ratio plugin-isolated/plugin (process isolation)",
                     "plugin-isolated", "plugin", "whole_s")
-    if plugin_hashes is not None and bare_hashes:
-        same = plugin_hashes == bare_hashes
-        print(f"bare loop images bit-identical to the plugin's delivered observations: "
-              f"{'yes' if same else 'NO'} ({len(bare_hashes)} observations compared)")
-    if profile_text:
-        print(profile_text)
-    return 0
 
 
 def profile_case(run: Any) -> str:

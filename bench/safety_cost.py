@@ -20,7 +20,7 @@ import time
 import _common as c
 import numpy as np
 
-sys.path.insert(0, str(c.ROOT / "catalog"))  # the schedule validator's open-loop actions
+sys.path.insert(0, str(c.ROOT / "release"))  # the schedule validator's open-loop actions
 
 
 def episode_seconds(case: object, actions: np.ndarray, k: int, monitor: bool) -> tuple[float, float]:

@@ -91,7 +91,7 @@ def time_us(fn: Any, repeats: int) -> list[float]:
     return out
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="timed calls per client")
     parser.add_argument("--warmup", type=int, default=20)
@@ -99,10 +99,12 @@ def main() -> int:
     parser.add_argument("--server", default="serve", choices=("serve", "reference", "both"),
                         help="both: each client against each server, all interleaved")
     parser.add_argument("--profile", action="store_true", help="cProfile both clients")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> int:
+    args = arguments()
     from pytest_libero.policy.openpi import codec
-    from pytest_libero.policy.openpi.client import WebsocketPolicyClient
     from pytest_libero.policy.openpi.layout import RequestLayout
 
     try:
@@ -119,48 +121,81 @@ def main() -> int:
     print(f"# {c.machine_note()}")
 
     names = ["serve", "reference"] if args.server == "both" else [args.server]
-    clients: dict[str, Any] = {}
-    closers: list[Any] = []
     with contextlib.ExitStack() as stack:
-        for server_name in names:
-            uri = stack.enter_context(
-                c.zero_server(chunk=args.chunk) if server_name == "serve"
-                else reference_server(args.chunk))
-            ours = WebsocketPolicyClient(uri, connect_timeout=10.0, call_timeout=60.0)
-            ours.connect(wait_s=10.0)
-            closers.append(ours.close)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                reference = WebsocketClientPolicy(uri)
-            suffix = f"@{server_name}" if len(names) > 1 else ""
-            clients["ours" + suffix] = (lambda o=ours: o.infer(layout.encode(observation)))
-            clients["reference" + suffix] = (lambda r=reference: r.infer(request))
-
-        for fn in clients.values():
-            for _ in range(args.warmup):
-                fn()
-        replies = [fn()["actions"] for fn in clients.values()]
-        assert all(np.array_equal(replies[0], r) for r in replies), "the clients decoded different replies"
-
-        samples: dict[str, list[float]] = {name: [] for name in clients}
-        for i in range(args.calls):
-            for name in c.interleaved_order(list(clients), i):
-                t0 = time.perf_counter()
-                clients[name]()
-                samples[name].append((time.perf_counter() - t0) * 1e3)
-
-        profiles = {}
-        if args.profile:
-            for name, fn in clients.items():
-                prof = cProfile.Profile()
-                prof.enable()
-                for _ in range(args.calls):
-                    fn()
-                prof.disable()
-                profiles[name] = prof
+        clients, closers = connect_clients(stack, names, args.chunk, WebsocketClientPolicy,
+                                           layout, observation, request)
+        samples, profiles = time_clients(clients, args)
         for close in closers:
             close()
 
+    print_round_trips(samples, names)
+    print_codec(args, layout, observation, request, msgpack_numpy)
+    for name, prof in profiles.items():
+        print(f"\n## cProfile, {name} client, {args.calls} calls, top 14 by own time")
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
+        text = out.getvalue()
+        print(text[text.find("   ncalls"):].rstrip())
+    return 0
+
+
+def connect_clients(stack: contextlib.ExitStack[Any], names: list[str], chunk: int,
+                    reference_client: Any, layout: Any, observation: Any,
+                    request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """Each named server started on ``stack``, both clients connected to each: client name
+    (``ours``/``reference``, with ``@server`` when there are two servers) -> one call with
+    the request (ours encodes the observation itself); and how to close our clients."""
+    from pytest_libero.policy.openpi.client import WebsocketPolicyClient
+
+    clients: dict[str, Any] = {}
+    closers: list[Any] = []
+    for server_name in names:
+        uri = stack.enter_context(
+            c.zero_server(chunk=chunk) if server_name == "serve"
+            else reference_server(chunk))
+        ours = WebsocketPolicyClient(uri, connect_timeout=10.0, call_timeout=60.0)
+        ours.connect(wait_s=10.0)
+        closers.append(ours.close)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            reference = reference_client(uri)
+        suffix = f"@{server_name}" if len(names) > 1 else ""
+        clients["ours" + suffix] = (lambda o=ours: o.infer(layout.encode(observation)))
+        clients["reference" + suffix] = (lambda r=reference: r.infer(request))
+    return clients, closers
+
+
+def time_clients(clients: dict[str, Any],
+                 args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, cProfile.Profile]]:
+    """After a warm-up and a check that every client decodes the same reply: each client's
+    call times in ms, interleaved (the order flips every call); with --profile, a cProfile
+    of each over as many calls again."""
+    for fn in clients.values():
+        for _ in range(args.warmup):
+            fn()
+    replies = [fn()["actions"] for fn in clients.values()]
+    assert all(np.array_equal(replies[0], r) for r in replies), "the clients decoded different replies"
+
+    samples: dict[str, list[float]] = {name: [] for name in clients}
+    for i in range(args.calls):
+        for name in c.interleaved_order(list(clients), i):
+            t0 = time.perf_counter()
+            clients[name]()
+            samples[name].append((time.perf_counter() - t0) * 1e3)
+
+    profiles = {}
+    if args.profile:
+        for name, fn in clients.items():
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(args.calls):
+                fn()
+            prof.disable()
+            profiles[name] = prof
+    return samples, profiles
+
+
+def print_round_trips(samples: dict[str, list[float]], names: list[str]) -> None:
     print()
     rows = [[name, len(v), c.median(v), c.p90(v), float(np.mean(v)), min(v)]
             for name, v in samples.items()]
@@ -179,7 +214,12 @@ def main() -> int:
                                c.median(samples[f"{client}@serve"]),
                                c.median(samples[f"{client}@reference"])))
 
-    # Codec alone, no socket: where the client-side microseconds go.
+
+def print_codec(args: argparse.Namespace, layout: Any, observation: Any, request: dict[str, Any],
+                msgpack_numpy: Any) -> None:
+    """Codec alone, no socket: where the client-side microseconds go."""
+    from pytest_libero.policy.openpi import codec
+
     reply = codec.pack({"actions": np.tile(np.array([0, 0, 0, 0, 0, 0, -1.0]), (args.chunk, 1)),
                         "server_timing": {"infer_ms": 0.01}})
     packer = msgpack_numpy.Packer()
@@ -192,14 +232,6 @@ def main() -> int:
     ]
     print()
     c.print_table(["codec step", "ours median us", "openpi median us"], codec_rows)
-
-    for name, prof in profiles.items():
-        print(f"\n## cProfile, {name} client, {args.calls} calls, top 14 by own time")
-        out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
-        text = out.getvalue()
-        print(text[text.find("   ncalls"):].rstrip())
-    return 0
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def test_unvalidated_suites_are_refused_with_the_command_that_validates_them() -
         refuse_unvalidated(["libero_10", "libero_goal", "libero_90"], report)
     message = str(refused.value)
     assert "full mode is refused for libero_goal, libero_90" in message
-    assert "catalog/validate_schedule.py" in message and "--libero-mode=fast" in message
+    assert "release/validate_schedule.py" in message and "--libero-mode=fast" in message
 
 
 def test_selection_refuses_a_suite_without_a_passing_validation(

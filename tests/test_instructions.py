@@ -28,7 +28,7 @@ KEPT_FROM_THE_POLICY = ("libero", "suite", "level", "perturb", "semantic", "twin
 @pytest.fixture(scope="module")
 def builder() -> ModuleType:
     spec = importlib.util.spec_from_file_location("build_instructions",
-                                                  ROOT / "catalog" / "build_instructions.py")
+                                                  ROOT / "release" / "build_instructions.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["build_instructions"] = module

@@ -37,7 +37,7 @@ from pytest_libero.protocol.parameters import SOURCE_PIN, SUITES
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The upstream facts carried in the repository (always present), and the workspace
 # file they were taken from (present only in a development workspace).
-REFERENCE = REPO_ROOT / "catalog" / "upstream_reference.json"
+REFERENCE = REPO_ROOT / "release" / "upstream_reference.json"
 WORKSPACE_REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "upstream_inventory.json"
 REFERENCE_FIELDS = {
     "suite",
@@ -250,7 +250,7 @@ def test_every_entry_matches_upstream_reference(
 
 def test_build_script_check_reports_up_to_date() -> None:
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "catalog" / "build_catalog.py"), "--check"],
+        [sys.executable, str(REPO_ROOT / "release" / "build_catalog.py"), "--check"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -18,8 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_libero"
 MAX_TOP_LEVEL_MODULES = 8
 
 # Lowest first; a package imports only from its own layer's package and the layers below
-# (DESIGN.md section 2: protocol < catalog < perturb < policy < adapters < evidence <
-# episode < results < report < audit < plugin/cli, with the packages it leaves out placed).
+# (docs/architecture.md, "The packages", describes this order).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pytest_libero", "data", "files"),  # the root (its version), packaged data, crash-safe
                                          # file helpers: they import nothing of ours
@@ -152,8 +151,8 @@ def test_no_import_cycle_between_stage_packages() -> None:
 
 
 def test_the_package_never_imports_the_project_s_own_helpers() -> None:
-    """harness/ (and tests/, bench/, catalog/) serve the checkout, not the installed wheel."""
-    outside = ("harness", "bench", "catalog", "tests", "_common", "scripted_policies", "ports")
+    """harness/ (and tests/, bench/, release/) serve the checkout, not the installed wheel."""
+    outside = ("harness", "bench", "release", "tests", "_common", "scripted_policies", "ports")
     found = {(module, name) for module, path in
              ((module_name(p), p) for p in PACKAGE.rglob("*.py"))
              for name in imported(path, set()) if name.split(".")[0] in outside}
@@ -177,5 +176,5 @@ def test_ruff_clean() -> None:
     """The lint configured in pyproject.toml ([tool.ruff]) holds everywhere."""
     root = PACKAGE.parent
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "pytest_libero", "tests", "bench",
-                           "catalog", "harness"], cwd=root, capture_output=True, text=True)
+                           "release", "harness"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""catalog/validate_schedule.py on a tiny sample: full mode matches the reference loop, the
+"""release/validate_schedule.py on a tiny sample: full mode matches the reference loop, the
 verdict lands in the report full mode reads, and the script does catch a different
 schedule (fast mode's seed moves libero_spatial task 3's cabinet)."""
 
@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.simulator
 
-SCRIPT = Path(__file__).resolve().parents[1] / "catalog" / "validate_schedule.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "release" / "validate_schedule.py"
 
 
 def validate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ tasks whose fixtures have a placement range (libero_10 task 3), a fresh environm
 whose stream is merely set to the right position still draws other placements. A
 fresh environment, seeded the same way, that makes the same i native resets first is
 the loop's environment before episode i: the episodes in between change nothing a
-reset reads (docs/full-mode.md, measured by catalog/validate_schedule.py), so the task's
+reset reads (docs/full-mode.md, measured by release/validate_schedule.py), so the task's
 environment kept after an earlier state's episode continues with only the resets in
 between, as the loop itself does. A soft reset
 (robosuite's ``hard_reset`` off) is no substitute either: it keeps the model the last

@@ -271,6 +271,6 @@ def _inventory_document(name: str, raw: bytes) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("schema") != INVENTORY_SCHEMA:
         raise SetupError(
             f"packaged {name} is not a {INVENTORY_SCHEMA} document; "
-            "rebuild it with catalog/build_catalog.py"
+            "rebuild it with release/build_catalog.py"
         )
     return document

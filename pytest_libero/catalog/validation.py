@@ -1,7 +1,7 @@
 """Which suites may run in full mode: those whose schedule validation passed.
 
 Full mode claims its episodes are the ones the published evaluators run. That claim
-rests on catalog/validate_schedule.py, which runs full-mode episodes beside a reference
+rests on release/validate_schedule.py, which runs full-mode episodes beside a reference
 loop written from openpi's and OpenVLA-OFT's evaluators and compares every delivered
 observation. Its committed report (packaged data) is read here; a suite it does not
 show passing is refused, with the reason and the command that validates it.
@@ -17,7 +17,7 @@ from typing import Any
 from pytest_libero.data import VALIDATION_FILE, data_path
 from pytest_libero.protocol.errors import SetupError
 
-VALIDATE_COMMAND = "MUJOCO_GL=egl python catalog/validate_schedule.py --suite SUITE --record"
+VALIDATE_COMMAND = "MUJOCO_GL=egl python release/validate_schedule.py --suite SUITE --record"
 
 
 @cache

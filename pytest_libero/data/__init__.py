@@ -1,6 +1,6 @@
 """Frozen protocol data shipped inside the package (catalog P1, inventory P2).
 
-The JSON files here are written by ``catalog/build_catalog.py`` and read through
+The JSON files here are written by ``release/build_catalog.py`` and read through
 importlib.resources, so they resolve the same way from a checkout, a wheel or a zip.
 """
 
@@ -15,9 +15,9 @@ OOD_CATALOG_FILE = "libero_ood_catalog.json"
 OOD_INVENTORY_FILE = "libero_ood_inventory.json"
 VALIDATION_FILE = "full_mode_validation.json"
 INSTRUCTIONS_FILE = "libero_instructions.json"
-"""The semantic perturbation's rewrites, written by ``catalog/build_instructions.py``."""
+"""The semantic perturbation's rewrites, written by ``release/build_instructions.py``."""
 ENVIRONMENT_ROOM_FILE = "environment_room.json"
-"""The environment cases with no room, written by ``catalog/build_environment_room.py``."""
+"""The environment cases with no room, written by ``release/build_environment_room.py``."""
 
 
 def data_path(name: str) -> Traversable:

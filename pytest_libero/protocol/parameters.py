@@ -1,4 +1,4 @@
-"""The fixed parameters of the LIBERO evaluation protocol (DESIGN.md P3-P9).
+"""The fixed parameters of the LIBERO evaluation protocol (docs/protocol.md, rules P3-P9).
 
 Everything here defines what a result means. Changing any value changes the protocol
 identity (P12), so these are constants, not options.

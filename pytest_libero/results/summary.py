@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_libero.catalog.case_id import CaseId
-from pytest_libero.catalog.entries import Entry, load_catalog
+from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
-from pytest_libero.results.published import AVERAGE, load_published
+from pytest_libero.results.published import AVERAGE, PublishedResults, load_published
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 from pytest_libero.results.robustness import robustness_summary, suite_key
 
@@ -201,82 +202,121 @@ def full_mode_summary(
     """
     catalog = load_catalog()
     published = load_published()
-    every_state = set(range(FULL_STATES_PER_TASK))
     asked = list((selection or {}).get("init_states") or [])
-    asked_all = not asked or set(asked) == every_state
+    asked_all = not asked or set(asked) == set(range(FULL_STATES_PER_TASK))
+    grouped = _TaskCases.of(selected, records)
+    tasks = {task: _task_row(catalog, grouped, task, records) for task in grouped.cases}
+    suites = {suite: _suite_row(catalog, grouped, tasks, suite, records, partial=partial,
+                                asked_all=asked_all, published=published.block(suite, state_fed))
+              for suite in dict.fromkeys(s for s, _ in grouped.suite.values())}
+    return {
+        "mode": "full",
+        "partial": list(partial),
+        "init_states": asked or sorted({s for states in grouped.states.values() for s in states}),
+        "tasks": tasks,
+        "suites": suites,
+        "four_suite_average": _four_suite_average(published, grouped, tasks, suites, records,
+                                                  state_fed),
+    }
 
-    task_states: dict[str, set[int]] = {}
-    task_cases: dict[str, list[str]] = {}
-    task_suite: dict[str, tuple[str, int]] = {}
-    for case in selected:
-        try:
-            case_id = CaseId.parse(case)
-        except ValueError:  # not a catalog case id: its record says which task it ran
-            if case not in records:
+
+@dataclass
+class _TaskCases:
+    """The native cases a full-mode summary covers, by task (its case id's task part)."""
+
+    cases: dict[str, list[str]] = field(default_factory=dict)
+    """Task -> its selected cases, in selection order."""
+    states: dict[str, set[int]] = field(default_factory=dict)
+    """Task -> the init states its cases name."""
+    suite: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Task -> (suite, task index)."""
+
+    @classmethod
+    def of(cls, selected: Sequence[str], records: Mapping[str, CaseRecord]) -> _TaskCases:
+        grouped = cls()
+        for case in selected:
+            try:
+                case_id = CaseId.parse(case)
+            except ValueError:  # not a catalog case id: its record says which task it ran
+                if case not in records:
+                    continue
+                case_id = Entry.from_dict(records[case]["entry"]).id
+            if case_id.variant is not None:  # a generated perturbation: the robustness block has it
                 continue
-            case_id = Entry.from_dict(records[case]["entry"]).id
-        if case_id.variant is not None:  # a generated perturbation: the robustness block has it
-            continue
-        task = str(case_id.task)
-        task_suite[task] = (case_id.suite, case_id.index)
-        task_cases.setdefault(task, []).append(case)
-        if case_id.state is not None:
-            task_states.setdefault(task, set()).add(case_id.state)
+            task = str(case_id.task)
+            grouped.suite[task] = (case_id.suite, case_id.index)
+            grouped.cases.setdefault(task, []).append(case)
+            if case_id.state is not None:
+                grouped.states.setdefault(task, set()).add(case_id.state)
+        return grouped
 
-    tasks: dict[str, dict[str, Any]] = {}
-    for task, cases in task_cases.items():
-        suite, index = task_suite[task]
-        recorded = [records[c] for c in cases if c in records]
-        tasks[task] = {
-            **success_rate(recorded),
-            "suite": suite,
-            "index": index,
-            "name": _task_name(catalog.suite_entries(suite), index, recorded),
-            "states": {
-                "selected": len(cases),
-                "errored": sum(r["outcome"] == "errored" for r in recorded),
-                "unattempted": len(cases) - len(recorded),
-            },
-        }
 
-    suites: dict[str, dict[str, Any]] = {}
-    for suite in dict.fromkeys(s for s, _ in task_suite.values()):
-        mine = [t for t in tasks if tasks[t]["suite"] == suite]
-        cases = [c for t in mine for c in task_cases[t]]
-        recorded = [records[c] for c in cases if c in records]
-        of = len(catalog.suite_entries(suite))
-        per_task = {len(task_cases[t]) for t in mine}
-        errored = sum(r["outcome"] == "errored" for r in recorded)
-        unattempted = len(cases) - len(recorded)
-        reasons = list(partial)
-        if len(mine) < of:
-            reasons.append(f"{len(mine)} of {of} tasks covered")
-        short = [t for t in mine if task_states.get(t, set()) != every_state]
-        if short and asked_all:  # with a state subset, the plan's reason already says so
-            reasons.append(
-                f"{len(short)} of {len(mine)} tasks have fewer than {FULL_STATES_PER_TASK} "
-                "init states here (one shard's part? merge the shards)"
-            )
-        if errored or unattempted:
-            reasons.append(
-                f"{errored} errored and {unattempted} unattempted episode(s): the rate is "
-                f"over {len(recorded) - errored} of {len(cases)} episodes"
-            )
-        suites[suite] = {
-            **success_rate(recorded),
-            "tasks": {"selected": len(mine), "of": of, "text": f"{len(mine)} of {of} tasks"},
-            "states_per_task": per_task.pop() if len(per_task) == 1 else None,
-            "episodes": {"selected": len(cases), "errored": errored, "unattempted": unattempted},
-            "comparable": not reasons,
-            "not_comparable_because": reasons,
-            "published_figures": published.block(suite, state_fed),
-        }
+def _task_row(catalog: Catalog, grouped: _TaskCases, task: str,
+              records: Mapping[str, CaseRecord]) -> dict[str, Any]:
+    """One task's rate over its states and how many of them ran."""
+    cases = grouped.cases[task]
+    suite, index = grouped.suite[task]
+    recorded = [records[c] for c in cases if c in records]
+    return {
+        **success_rate(recorded),
+        "suite": suite,
+        "index": index,
+        "name": _task_name(catalog.suite_entries(suite), index, recorded),
+        "states": {
+            "selected": len(cases),
+            "errored": sum(r["outcome"] == "errored" for r in recorded),
+            "unattempted": len(cases) - len(recorded),
+        },
+    }
 
+
+def _suite_row(catalog: Catalog, grouped: _TaskCases, tasks: Mapping[str, Mapping[str, Any]],
+               suite: str, records: Mapping[str, CaseRecord], *, partial: Sequence[str],
+               asked_all: bool, published: dict[str, Any]) -> dict[str, Any]:
+    """One suite's rate, how much of it the summary covers and whether it is comparable."""
+    mine = [t for t in tasks if tasks[t]["suite"] == suite]
+    cases = [c for t in mine for c in grouped.cases[t]]
+    recorded = [records[c] for c in cases if c in records]
+    of = len(catalog.suite_entries(suite))
+    per_task = {len(grouped.cases[t]) for t in mine}
+    errored = sum(r["outcome"] == "errored" for r in recorded)
+    unattempted = len(cases) - len(recorded)
+    reasons = list(partial)
+    if len(mine) < of:
+        reasons.append(f"{len(mine)} of {of} tasks covered")
+    short = [t for t in mine if grouped.states.get(t, set()) != set(range(FULL_STATES_PER_TASK))]
+    if short and asked_all:  # with a state subset, the plan's reason already says so
+        reasons.append(
+            f"{len(short)} of {len(mine)} tasks have fewer than {FULL_STATES_PER_TASK} "
+            "init states here (one shard's part? merge the shards)"
+        )
+    if errored or unattempted:
+        reasons.append(
+            f"{errored} errored and {unattempted} unattempted episode(s): the rate is "
+            f"over {len(recorded) - errored} of {len(cases)} episodes"
+        )
+    return {
+        **success_rate(recorded),
+        "tasks": {"selected": len(mine), "of": of, "text": f"{len(mine)} of {of} tasks"},
+        "states_per_task": per_task.pop() if len(per_task) == 1 else None,
+        "episodes": {"selected": len(cases), "errored": errored, "unattempted": unattempted},
+        "comparable": not reasons,
+        "not_comparable_because": reasons,
+        "published_figures": published,
+    }
+
+
+def _four_suite_average(published: PublishedResults, grouped: _TaskCases,
+                        tasks: Mapping[str, Mapping[str, Any]],
+                        suites: Mapping[str, Mapping[str, Any]],
+                        records: Mapping[str, CaseRecord], state_fed: str | None) -> dict[str, Any]:
+    """The average over the published four suites: the mean of their rates when all four
+    ran, the pooled rate over their episodes, and the published figure."""
     four = list(published.average_suites)
     pooled = [records[c] for s in four if s in suites
-              for t in tasks if tasks[t]["suite"] == s for c in task_cases[t] if c in records]
+              for t in tasks if tasks[t]["suite"] == s for c in grouped.cases[t] if c in records]
     rates = [suites[s]["rate"] if s in suites else None for s in four]
-    average = {
+    return {
         "suites": four,
         "missing": [s for s in four if s not in suites],
         "mean_of_suite_rates": (sum(r for r in rates if r is not None) / len(four)
@@ -284,14 +324,6 @@ def full_mode_summary(
         "pooled": success_rate(pooled),
         "comparable": all(s in suites and suites[s]["comparable"] for s in four),
         "published_figures": published.block(AVERAGE, state_fed),
-    }
-    return {
-        "mode": "full",
-        "partial": list(partial),
-        "init_states": asked or sorted({s for states in task_states.values() for s in states}),
-        "tasks": tasks,
-        "suites": suites,
-        "four_suite_average": average,
     }
 
 

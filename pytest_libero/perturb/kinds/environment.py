@@ -11,7 +11,7 @@ when a distractor touches anything but the table, fell or still moves
 (perturb/settling.py draws again).
 
 Whether a task's table takes the level's distractors is known only by trying, so
-``catalog/build_environment_room.py`` set up every native task at every level once and
+``release/build_environment_room.py`` set up every native task at every level once and
 froze the cases whose every draw was rejected (:func:`room_table`); collection skips
 those with the measured reason. A table measured under other draws is refused.
 """
@@ -63,7 +63,7 @@ PLACEMENT_SAMPLES: Final = 24
 """How many (u, v, yaw) spots are drawn per distractor; the first one clear of
 everything by the margin is used."""
 ROOM_SCHEMA: Final = "pytest-libero/environment-room/1"
-ROOM_BUILDER: Final = "catalog/build_environment_room.py"
+ROOM_BUILDER: Final = "release/build_environment_room.py"
 LEVELS: Final[dict[int, dict[str, float]]] = {
     1: {"distractors": 1.0, "textures": 0.0, "margin_m": 0.04},
     2: {"distractors": 2.0, "textures": 1.0, "margin_m": 0.04},

@@ -1,6 +1,6 @@
 """The ``semantic`` kind: the same goal in other words, the scene untouched.
 
-The words are not drawn at run time: ``catalog/build_instructions.py`` writes every
+The words are not drawn at run time: ``release/build_instructions.py`` writes every
 native entry's four instructions (levels 1-4) by documented rules into
 ``data/libero_instructions.json``, committed and reviewed. A semantic case is its twin
 with its own line of that table as the instruction (chosen at selection); the table's
@@ -34,7 +34,7 @@ def instruction_table() -> dict[str, Any]:
     table: dict[str, Any] = json.loads(_raw())
     if table.get("schema") != SCHEMA:
         raise ValueError(f"{INSTRUCTIONS_FILE} has schema {table.get('schema')!r}, not {SCHEMA!r}: "
-                         "rebuild it with python catalog/build_instructions.py")
+                         "rebuild it with python release/build_instructions.py")
     return table
 
 

@@ -1,8 +1,8 @@
 """Measure which environment cases have no room on their table, and freeze the answer.
 
-    MUJOCO_GL=egl python catalog/build_environment_room.py -j 2      # every native task, levels 1-4
-    MUJOCO_GL=egl python catalog/build_environment_room.py --tasks libero_goal-05 --check
-    MUJOCO_GL=egl python catalog/build_environment_room.py --tasks libero_object-00 --update
+    MUJOCO_GL=egl python release/build_environment_room.py -j 2      # every native task, levels 1-4
+    MUJOCO_GL=egl python release/build_environment_room.py --tasks libero_goal-05 --check
+    MUJOCO_GL=egl python release/build_environment_room.py --tasks libero_object-00 --update
 
 The environment kind puts level N's distractors on the table clear of every other body
 and goal region by a margin (perturb/kinds/environment.py). Whether a task's table has room
@@ -41,6 +41,10 @@ from pytest_libero.perturb.kinds.environment import draw_basis  # noqa: E402
 from pytest_libero.perturb.levels import LEVELS  # noqa: E402
 
 TABLE_PATH = REPO_ROOT / "pytest_libero" / "data" / ENVIRONMENT_ROOM_FILE
+RECORDED_BUILDER = "catalog/build_environment_room.py"
+"""The builder's name as the committed table records it (its ``builder``): the script's
+folder was called ``catalog/`` when the table was measured, and a rebuild writes the same
+bytes; the recorded name stays until the table is measured again for another reason."""
 NO_ROOM = "has no room for environment"
 """What the adapter's refusal says when every draw was rejected (adapters/libero.py)."""
 
@@ -89,7 +93,7 @@ def measure(tasks: list[str], jobs: int) -> tuple[dict[str, dict[int, str | None
 
 
 def table_of(results: dict[str, dict[int, str | None]]) -> dict[str, Any]:
-    return {"schema": SCHEMA, "builder": "catalog/build_environment_room.py",
+    return {"schema": SCHEMA, "builder": RECORDED_BUILDER,
             "draw_basis": draw_basis(), "installed": installed_versions(),
             "measured_on": "each task's fast-mode init state (index 0)",
             "levels": list(LEVELS), "checked": sorted(results),

@@ -1,18 +1,18 @@
 """Rebuild the frozen LIBERO catalog (P1) and source inventory (P2) from the install.
 
-    python catalog/build_catalog.py            # write pytest_libero/data/*.json
-    python catalog/build_catalog.py --check    # exit 1 if the committed files are stale
-    python catalog/build_catalog.py --import-reference UPSTREAM.json
-                                               # refresh catalog/upstream_reference.json
+    python release/build_catalog.py            # write pytest_libero/data/*.json
+    python release/build_catalog.py --check    # exit 1 if the committed files are stale
+    python release/build_catalog.py --import-reference UPSTREAM.json
+                                               # refresh release/upstream_reference.json
 
 It also writes the OOD catalog and inventory (``libero_ood_*.json``): the LIBERO-PRO
 perturbation suites the same distribution ships, each task with its native twin, and
-every suite that is not ready with the reason (catalog/ood_sources.py).
+every suite that is not ready with the reason (release/ood_sources.py).
 
 Both files are protocol data: they are regenerated only when the pinned distribution
 changes, and every regenerated entry must agree with the independent upstream
 reference (``--reference``, by default the copy carried in
-``catalog/upstream_reference.json``) or nothing is written. Output is deterministic
+``release/upstream_reference.json``) or nothing is written. Output is deterministic
 (sorted keys, indent 1, trailing newline), so ``--check`` is a plain text comparison.
 
 The script reads the installed distribution's own package tree, not paths redirected
@@ -44,7 +44,7 @@ OOD_INVENTORY_PATH = DATA_DIR / "libero_ood_inventory.json"
 # The upstream facts the build is checked against, carried in the repository so the
 # check runs in any clone. ``--reference`` also accepts a raw upstream inventory (a bare
 # JSON list of entries) at another path.
-DEFAULT_REFERENCE = REPO_ROOT / "catalog" / "upstream_reference.json"
+DEFAULT_REFERENCE = REPO_ROOT / "release" / "upstream_reference.json"
 REFERENCE_SCHEMA = "pytest-libero/upstream-reference/1"
 REFERENCE_ORIGIN = (
     "Per-task facts of upstream LIBERO at revision 8f1084e3 (the 130 standard entries, "
@@ -54,6 +54,9 @@ REFERENCE_ORIGIN = (
     "catalog/build_catalog.py and tests/test_inventory.py compare are kept; refresh "
     "with: python catalog/build_catalog.py --import-reference PATH"
 )
+"""The carried reference's ``origin``, as upstream_reference.json records it: written when
+the release scripts' folder was called ``catalog/`` (it is ``release/`` now). Kept word
+for word so that --import-reference writes the committed file's bytes again."""
 
 CATALOG_SCHEMA = "pytest-libero/catalog/1"
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
@@ -374,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             relative = path.relative_to(REPO_ROOT)
             print(f"build_catalog: stale or missing: {relative}", file=sys.stderr)
         if stale:
-            print("build_catalog: run python catalog/build_catalog.py to refresh", file=sys.stderr)
+            print("build_catalog: run python release/build_catalog.py to refresh", file=sys.stderr)
             return 1
         print("build_catalog: committed catalog and inventory are up to date")
         return 0

