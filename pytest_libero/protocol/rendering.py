@@ -1,9 +1,9 @@
 """Which GL backend the simulator renders with, as the controller and the case see it.
 
 Image bytes are comparable under one renderer only (docs/reliability.md, "The renderer is
-part of the evidence"): the adapter sets this choice before the simulator is imported, run.json records it, and verify refuses to
-compare image hashes across it. One function, kept here so that none of those readers
-depends on the simulator adapter.
+part of the evidence"): the adapter sets this choice before the simulator is imported,
+run.json records it, and verify refuses to compare image hashes across it. One
+function, kept here so that none of those readers depends on the simulator adapter.
 """
 
 from __future__ import annotations
