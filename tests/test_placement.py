@@ -1,4 +1,5 @@
-"""Full mode's kept-environment rule (catalog/kept.py), on the cases a selection makes.
+"""The placement rule (catalog/placement.py), on the cases a selection makes: full
+mode's kept environment, the set-up ahead, and the adapter that is told the answer.
 
 The rule's effect with the real simulator (the records' ``schedule``, verify) is in
 tests/test_kept_environment.py; the host that applies it, in tests/test_host.py.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_libero.catalog import kept
+from pytest_libero.catalog import placement
 from pytest_libero.catalog.entries import Entry, load_catalog
-from pytest_libero.catalog.kept import Place
+from pytest_libero.catalog.placement import Place
 from pytest_libero.catalog.selection import SelectionRequest, select
 
 
@@ -24,13 +25,13 @@ FULL = cases(scope="task_coverage", suite="libero_10", task_ids=(0, 1), mode="fu
 
 
 def test_only_unperturbed_full_mode_cases_take_a_place() -> None:
-    assert kept.place_of(FULL["libero_10-00-s3"]) == Place("libero_10-00", 3)
-    assert kept.place_of(FULL["libero_10-00-s3~camera1"]) is None
+    assert placement.place_of(FULL["libero_10-00-s3"]) == Place("libero_10-00", 3)
+    assert placement.place_of(FULL["libero_10-00-s3~camera1"]) is None
     fast = cases(scope="development", task_ids=(0,), perturbations=(("camera", 1),))
-    assert [kept.place_of(e) for e in fast.values()] == [None, None]
+    assert [placement.place_of(e) for e in fast.values()] == [None, None]
     # A LIBERO-PRO entry (full mode would need its suite validated first) has a task of its own.
     ood = load_catalog().ood_entries[0].at_state(2)
-    assert kept.place_of(ood) == Place(ood.task_id, 2) != Place(str(ood.twin.task), 2)
+    assert placement.place_of(ood) == Place(ood.task_id, 2) != Place(str(ood.twin.task), 2)
 
 
 @pytest.mark.parametrize(("held", "after", "continues"), [
@@ -45,27 +46,27 @@ def test_only_unperturbed_full_mode_cases_take_a_place() -> None:
 def test_a_case_continues_at_a_later_state_of_the_same_task(
     held: Place | None, after: Place | None, continues: bool
 ) -> None:
-    assert kept.continues(held, after) is continues
+    assert placement.continues(held, after) is continues
 
 
 def test_a_perturbed_case_waits_beside_its_tasks_environment_only() -> None:
     held = Place("libero_10-00", 1)
-    assert kept.waits_beside(held, FULL["libero_10-00-s1~camera1"])
-    assert kept.waits_beside(held, FULL["libero_10-00-s0~robot2"])  # whatever its state
-    assert not kept.waits_beside(held, FULL["libero_10-01-s1~camera1"])  # another task
-    assert not kept.waits_beside(held, FULL["libero_10-00-s3"])
+    assert placement.waits_beside(held, FULL["libero_10-00-s1~camera1"])
+    assert placement.waits_beside(held, FULL["libero_10-00-s0~robot2"])  # whatever its state
+    assert not placement.waits_beside(held, FULL["libero_10-01-s1~camera1"])  # another task
+    assert not placement.waits_beside(held, FULL["libero_10-00-s3"])
 
 
 def test_a_case_keeps_its_environment_for_a_continuing_or_waiting_next_case() -> None:
     here = Place("libero_10-00", 0)
-    assert kept.worth_keeping(here, FULL["libero_10-00-s1"])
-    assert kept.worth_keeping(here, FULL["libero_10-00-s0~camera1"])  # s1 may still come
-    assert kept.worth_keeping(here, None)  # the worker does not know its next case yet
-    assert not kept.worth_keeping(here, FULL["libero_10-01-s0"])
+    assert placement.worth_keeping(here, FULL["libero_10-00-s1"])
+    assert placement.worth_keeping(here, FULL["libero_10-00-s0~camera1"])  # s1 may still come
+    assert placement.worth_keeping(here, None)  # the worker does not know its next case yet
+    assert not placement.worth_keeping(here, FULL["libero_10-01-s0"])
     # While a perturbed case runs beside it, the kept environment is what remains after.
-    assert kept.held_after(FULL["libero_10-00-s0~camera1"], here) == here
-    assert kept.held_after(FULL["libero_10-01-s0~camera1"], here) is None
-    assert kept.held_after(FULL["libero_10-00-s1"], here) == Place("libero_10-00", 1)
+    assert placement.held_after(FULL["libero_10-00-s0~camera1"], here) == here
+    assert placement.held_after(FULL["libero_10-01-s0~camera1"], here) is None
+    assert placement.held_after(FULL["libero_10-00-s1"], here) == Place("libero_10-00", 1)
 
 
 def test_the_adapter_refuses_to_continue_where_the_rule_never_would() -> None:
