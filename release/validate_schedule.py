@@ -301,9 +301,19 @@ def schedule_a_kept(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept from state to state: the plugin's full mode in its long-lived case process."""
     prepare_simulator()
     from pytest_libero.adapters.libero import LiberoBenchmarkAdapter
+    from pytest_libero.catalog.placement import Place, Turn, decide
 
-    opener = LiberoBenchmarkAdapter()
-    opener.keep_environments = opener.continue_kept = True  # the jobs are one task's states, in order
+    class Chained(LiberoBenchmarkAdapter):
+        """Places each episode as the case host places a task's states run in order."""
+
+        held: Place | None = None
+
+        def open(self, entry: Any, **options: Any) -> Any:
+            placement = decide(Turn(entry, held=self.held))
+            self.held = placement.keep
+            return super().open(entry, placement=placement, **options)
+
+    opener = Chained()
     try:
         return [schedule_a(job, opener) for job in jobs]
     finally:

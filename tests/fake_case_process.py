@@ -26,7 +26,6 @@ from pytest_libero.episode.host.child import CHILD_OUTPUT, capture_output
 from pytest_libero.episode.host.messages import (
     Finished,
     Go,
-    KeptUse,
     Prepare,
     Prepared,
     Progress,
@@ -111,10 +110,10 @@ def scripted_child(conn: Connection, script: Script) -> None:
             continue
         if isinstance(job, Go):
             assert prepared is not None and prepared.entry.case_id == job.case_id, job
-            entry, use, ahead = prepared.entry, KeptUse(keep=prepared.keep), True
+            entry, use, ahead = prepared.entry, prepared.placement, True
         else:
             assert isinstance(job, Run), job
-            entry, use, ahead = job.entry, job.environment, False
+            entry, use, ahead = job.entry, job.placement, False
         capture_output(job.case_dir / CHILD_OUTPUT, moved_from=prepared.log if ahead and prepared else None)
         prepared = None
         conn.send(Progress(Phase.START, {}))
@@ -135,11 +134,12 @@ def scripted_child(conn: Connection, script: Script) -> None:
             time.sleep(script.step_s)
             counters = {"policy_calls": control, "executed_controls": control}
             conn.send(Progress(Phase.STEP, dict(counters)))
-        held = (entry.task_id, entry.state) if use.keep and entry.state is not None else None
+        held = (use.keep.task, use.keep.state) if use.keep is not None else None
         record: dict[str, Any] = {"case": entry.case_id, "outcome": "failure", "pid": os.getpid(),
                                   "entry": entry.as_dict(),
                                   "environment": environment, "set_up_ahead": ahead,
-                                  "kept_use": [use.continues, use.keep], "started_at": job.turn}
+                                  "kept_use": [use.continues, use.keep is not None],
+                                  "started_at": job.turn}
         conn.send(Finished(record))  # type: ignore[arg-type]
     conn.close()
 

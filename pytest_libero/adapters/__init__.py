@@ -44,25 +44,15 @@ def load_adapter(name: str) -> BenchmarkAdapter:
 
 
 class AdapterCache:
-    """The adapters one process built, by name, kept across its cases.
-
-    A long-lived case process (``episode/host/child.py``) uses one. Before each
-    episode it sets what full mode's kept-environment rule said for the case
-    (``catalog/kept.py``): ``continue_kept``, open it in the environment the adapter
-    holds, and ``keep_environments``, hold its environment afterwards. Both are handed
-    to each adapter that has the attributes.
-    """
+    """The adapters one process built, by name, kept across its cases: a long-lived
+    case process (``episode/host/child.py``) uses one, so that an environment an adapter
+    holds for the task's next state (full mode) is there for it."""
 
     def __init__(self) -> None:
         self.built: dict[str, BenchmarkAdapter] = {}
-        self.keep_environments = False
-        self.continue_kept = False
 
     def get(self, name: str) -> BenchmarkAdapter:
         adapter = self.built.get(name)
         if adapter is None:
             adapter = self.built[name] = load_adapter(name)
-        for told in ("keep_environments", "continue_kept"):
-            if hasattr(adapter, told):
-                setattr(adapter, told, getattr(self, told))
         return adapter

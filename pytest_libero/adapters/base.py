@@ -8,11 +8,13 @@ a missing method is a clear error naming it, never an AttributeError mid-episode
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.placement import Placement
 from pytest_libero.policy.contract import Observation
 
 ADAPTER_METHODS = ("open",)
@@ -55,11 +57,36 @@ class Episode(EpisodeEnv, Protocol):
 
 
 class BenchmarkAdapter(Protocol):
-    """Opens one fresh episode per case."""
+    """Opens one episode per case."""
 
     def open(
-        self, entry: Entry, *, track: str, control_cap: int, render: str, video_stride: int
-    ) -> Episode: ...
+        self, entry: Entry, *, track: str, control_cap: int, render: str, video_stride: int,
+        placement: Placement | None = None,
+    ) -> Episode:
+        """Open ``entry``'s settled episode.
+
+        ``placement`` is the case host's answer for the case (``catalog/placement.py``):
+        in full mode, whether the episode continues in the environment this adapter kept
+        from the task's previous state (``placement.continues``), and whether to keep
+        this one's for the next (``placement.keep``). It is optional: an adapter whose
+        ``open`` neither names it nor takes ``**kwargs`` is never passed it
+        (:func:`takes_placement`) and opens every episode fresh, which reaches the same
+        episode (docs/full-mode.md).
+        """
+        ...
+
+
+def takes_placement(adapter: BenchmarkAdapter) -> bool:
+    """Whether the adapter's ``open`` accepts ``placement``: by name, or in ``**kwargs``
+    (a subclass of the libero adapter passing its options on). Adapters written before
+    the keyword existed are opened as they always were."""
+    try:
+        parameters = inspect.signature(adapter.open).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature to read
+        return False
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "placement" and p.kind in named)
+               for p in parameters)
 
 
 def missing_members(

@@ -27,6 +27,7 @@ from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
+from pytest_libero.catalog.placement import Placement
 from pytest_libero.perturb.kind import Applied
 from pytest_libero.perturb.registry import applying
 from pytest_libero.policy.contract import Observation
@@ -88,8 +89,8 @@ class KeptEnvironment:
     def check(self, entry: Entry, horizon: int) -> None:
         """Refuse an episode this environment cannot be: another task's, another
         horizon's, or a state whose resets it has already passed. The case host only
-        continues a task's later states here (``catalog/kept.py``); this guards the
-        bytes should that ever break."""
+        continues a task's later states here (``catalog/placement.py``); this guards
+        the bytes should that ever break."""
         state = entry.state
         if (state is None or entry.bddl_file != self.bddl_file or horizon != self.horizon
                 or state < self.resets):
@@ -301,18 +302,15 @@ class LiberoEpisode:
 class LiberoBenchmarkAdapter:
     """Registered as ``libero``: opens one native episode per case.
 
-    Every episode's environment is built fresh, except where a long-lived case process
-    says otherwise (full mode, docs/full-mode.md), as the kept-environment rule told it
-    (``catalog/kept.py``, asked by the case host): ``keep_environments``, the
-    episode's environment stays open after it; ``continue_kept``, the next episode
-    opens in the environment held, if one is (the task's later state).
+    Every episode's environment is built fresh, except as the case host's ``placement``
+    says (full mode, docs/full-mode.md; ``catalog/placement.py``): an episode that
+    continues opens in the environment held here, its task's earlier state's, and one
+    the host may keep leaves its environment held here for the task's next state.
     """
 
     name = "libero"
 
     def __init__(self) -> None:
-        self.keep_environments = False
-        self.continue_kept = False
         self._kept: KeptEnvironment | None = None
 
     def open(
@@ -323,12 +321,13 @@ class LiberoBenchmarkAdapter:
         control_cap: int,
         render: str = "consumed",
         video_stride: int = 1,
+        placement: Placement | None = None,
     ) -> LiberoEpisode:
         kept, self._kept = self._kept, None
-        if kept is not None and not self.continue_kept:
+        if kept is not None and (placement is None or not placement.continues):
             kept.env.close()
             kept = None
-        keep = self._hold if self.keep_environments and entry.state is not None else None
+        keep = self._hold if placement is not None and placement.keep is not None else None
         return LiberoEpisode(entry, track=track, control_cap=control_cap, render=render,
                              video_stride=video_stride, kept=kept, keep=keep)
 

@@ -3,16 +3,16 @@
 A worker receives all of a task's cases, every init state and every variant of it
 (``libero_10-00-s17~camera2`` goes with ``libero_10-00-s17``), in the order they were
 collected (native state order), so the worker's case process can run them in the task's
-one environment (``pytest_libero.episode.host``): the chain the kept-environment rule
-names (``catalog/kept.py``). Built only under xdist; imports it.
+one environment (``pytest_libero.episode.host``): the chain the placement rule names
+(``catalog/placement.py``). Built only under xdist; imports it.
 """
 
 from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
-from pytest_libero.catalog import kept
 from pytest_libero.catalog.case_id import CaseId
+from pytest_libero.catalog.placement import chain_of
 
 
 def task_scope(nodeid: str) -> str:
@@ -25,7 +25,7 @@ def task_scope(nodeid: str) -> str:
         case = CaseId.parse(param)
     except ValueError:
         return nodeid
-    return f"{head}[{kept.chain_of(case)}]"
+    return f"{head}[{chain_of(case)}]"
 
 
 class TaskScheduling(LoadScopeScheduling):  # type: ignore[misc]

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from pytest_libero.adapters import AdapterCache
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.placement import Placement
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.profiles import STATE_FED
 from pytest_libero.episode.loop import (
@@ -50,10 +51,11 @@ def run_case_with_evidence(
     adapters: AdapterCache | None = None,
     setup: Setup | None = None,
     turn: float | None = None,
+    placement: Placement | None = None,
 ) -> CaseRecord:
     """Run the case while streaming its evidence into ``case_dir`` (P10), at the plan's
     evidence level (``plan.evidence``: full keeps every observation, replayable their
-    hashes). ``setup`` and ``turn``: as :func:`run_case`.
+    hashes). ``setup``, ``turn`` and ``placement``: as :func:`run_case`.
 
     A failure to write evidence errors the case with cause "evidence": a result whose
     evidence is missing cannot be trusted, whatever LIBERO said.
@@ -71,7 +73,7 @@ def run_case_with_evidence(
         sink = evidence if listener is None else Tee(evidence, listener)
         record = run_case(plan, entry, policy, listener=sink, phase=phase,
                           safety_file=case_dir / SIGNALS_NAME, adapters=adapters,
-                          setup=setup, turn=turn)
+                          setup=setup, turn=turn, placement=placement)
         if phase is not None:
             phase(Phase.EVIDENCE)
         t0 = time.perf_counter()
@@ -105,6 +107,7 @@ def run_case(
     adapters: AdapterCache | None = None,
     setup: Setup | None = None,
     turn: float | None = None,
+    placement: Placement | None = None,
 ) -> CaseRecord:
     """Run the entry's episode and return its full record (P9-P11).
 
@@ -112,7 +115,8 @@ def run_case(
     it each case builds its own. ``turn`` (a ``time.time()``) is when the case was handed
     to this process: its ``started_at``. ``setup`` is the episode already opened for it
     ahead of that turn; without it the case opens its own once the policy has answered
-    its reset. An episode that offers
+    its reset, handing the adapter ``placement``, the case host's answer for the case
+    (``catalog/placement.py``). An episode that offers
     ``safety_signals()`` (the libero adapter's monitor) adds the safety verdict and
     engagement to the record, and its raw signals to ``safety_file``.
     """
@@ -134,7 +138,7 @@ def run_case(
     else:
         if setup is None:
             tell(Phase.BUILD)
-            setup = open_episode(plan, entry, adapters)
+            setup = open_episode(plan, entry, adapters, placement)
         try:
             result = _drive(plan, entry, policy, setup, turn, listener, tell, timings)
         finally:

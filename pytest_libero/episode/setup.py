@@ -12,8 +12,15 @@ import time
 from dataclasses import dataclass
 
 from pytest_libero.adapters import AdapterCache, load_adapter
-from pytest_libero.adapters.base import EPISODE_ATTRIBUTES, EPISODE_METHODS, Episode, missing_members
+from pytest_libero.adapters.base import (
+    EPISODE_ATTRIBUTES,
+    EPISODE_METHODS,
+    Episode,
+    missing_members,
+    takes_placement,
+)
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.placement import Placement
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import EnvironmentFault
@@ -38,21 +45,27 @@ class Setup:
             episode.close()
 
 
-def open_episode(plan: RunPlan, entry: Entry, adapters: AdapterCache | None = None) -> Setup:
+def open_episode(plan: RunPlan, entry: Entry, adapters: AdapterCache | None = None,
+                 placement: Placement | None = None) -> Setup:
     """Open the entry's settled episode through the plan's adapter; never raises for
-    what an adapter or simulator does wrong: that is the Setup's ``error``."""
+    what an adapter or simulator does wrong: that is the Setup's ``error``.
+
+    ``placement`` goes to an adapter whose ``open`` takes it (``adapters/base.py``);
+    any other opens the episode fresh, which reaches the same bytes."""
     t0 = time.perf_counter()
     episode: Episode | None = None
     error: Exception | None = None
     try:
         registry.load_all(plan.kinds)  # a case process knows only what its plan names
         adapter = load_adapter(plan.adapter) if adapters is None else adapters.get(plan.adapter)
+        placed = {"placement": placement} if placement is not None and takes_placement(adapter) else {}
         episode = adapter.open(
             entry,
             track=plan.track,
             control_cap=plan.budget_for(entry).control_cap,
             render=plan.render,
             video_stride=plan.video_stride,
+            **placed,
         )
         missing = missing_members(episode, EPISODE_METHODS, EPISODE_ATTRIBUTES)
         if missing:

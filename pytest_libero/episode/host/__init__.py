@@ -15,7 +15,8 @@ tail of the child's captured output.
 - ``launch.py``: forking a case process from the worker's forkserver;
 - ``child.py``: the case process's side.
 
-Which case continues in a kept environment is ``catalog/kept.py``'s rule.
+Which process runs each case, and what it keeps or sets up next, is one rule:
+``catalog/placement.py``'s :func:`~pytest_libero.catalog.placement.decide`.
 """
 
 from pytest_libero.episode.host.host import SimulatorHost, run_isolated

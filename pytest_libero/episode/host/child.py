@@ -22,7 +22,6 @@ from pytest_libero.adapters import AdapterCache
 from pytest_libero.episode.host.messages import (
     Finished,
     Go,
-    KeptUse,
     Prepare,
     Prepared,
     Progress,
@@ -78,8 +77,7 @@ def run_child(conn: Connection, sys_path: list[str]) -> None:
         if isinstance(job, Prepare):
             capture_output(job.log)
             heartbeat.phase(Phase.BUILD)
-            _tell_adapters(adapters, KeptUse(continues=False, keep=job.keep))
-            prepared = (job, open_episode(job.plan, job.entry, adapters))
+            prepared = (job, open_episode(job.plan, job.entry, adapters, job.placement))
             conn.send(Prepared(job.entry.case_id))
             continue
         setup: Setup | None = None
@@ -89,10 +87,9 @@ def run_child(conn: Connection, sys_path: list[str]) -> None:
                 raise RuntimeError(f"told to run {job.case_id}, but this process set up "
                                    f"{prepared[0].entry.case_id if prepared else 'nothing'}")
             ahead, setup = prepared
-            plan, entry, early_log = ahead.plan, ahead.entry, ahead.log
+            plan, entry, placement, early_log = ahead.plan, ahead.entry, ahead.placement, ahead.log
         else:
-            plan, entry = job.plan, job.entry
-            _tell_adapters(adapters, job.environment)
+            plan, entry, placement = job.plan, job.entry, job.placement
         prepared = None
         capture_output(job.case_dir / CHILD_OUTPUT, moved_from=early_log)
         heartbeat.phase(Phase.START)
@@ -100,7 +97,7 @@ def run_child(conn: Connection, sys_path: list[str]) -> None:
         try:
             record = run_case_with_evidence(plan, entry, policy, job.case_dir, listener=heartbeat,
                                             phase=heartbeat.phase, adapters=adapters,
-                                            setup=setup, turn=job.turn)
+                                            setup=setup, turn=job.turn, placement=placement)
         finally:
             policy.close()
         conn.send(Finished(record))
@@ -109,11 +106,6 @@ def run_child(conn: Connection, sys_path: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _tell_adapters(adapters: AdapterCache, use: KeptUse) -> None:
-    adapters.keep_environments = use.keep
-    adapters.continue_kept = use.continues
 
 
 def _next_job(conn: Connection) -> ToChild:

@@ -2,10 +2,11 @@
 next case starts setting up.
 
 A case runs in a process set up for it ahead of its turn, in the kept process whose
-environment it continues (``catalog/kept.py``), or in a fresh one. With ``prebuild``
-the process of the case pytest runs next on this worker starts, and sets its episode
-up, once the running case's own set-up is over; it is not started when the next case
-continues in the environment this case leaves behind. Whatever happens to a case's
+environment it continues, or in a fresh one, as one rule decides at the case's turn
+(``catalog/placement.py``). With ``prebuild`` the process of the case pytest runs next
+on this worker starts, and sets its episode up, once the running case's own set-up is
+over; it is not started when the next case continues in the environment this case
+leaves behind. Whatever happens to a case's
 process (a hang, a crash, a lost set-up, a process that cannot start), the case gets a
 record saying so, and only that case.
 """
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from multiprocessing import connection
 from pathlib import Path
 
-from pytest_libero.catalog import kept
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.placement import Place, Placement, Process, Turn, decide
 from pytest_libero.config.plan import RunPlan, Watchdog
 from pytest_libero.episode.case import errored_record
 from pytest_libero.episode.host.child import CHILD_OUTPUT, move_log
@@ -31,7 +32,6 @@ from pytest_libero.episode.host.launch import Launcher, forkserver_launcher
 from pytest_libero.episode.host.messages import (
     Finished,
     Go,
-    KeptUse,
     Prepare,
     Prepared,
     Progress,
@@ -52,7 +52,7 @@ class _Kept:
     """A process holding its task's environment, and where in the task that is."""
 
     case: CaseProcess
-    place: kept.Place
+    place: Place
 
 
 class SimulatorHost:
@@ -82,24 +82,26 @@ class SimulatorHost:
         is the case this worker runs after this one, if pytest knows it.
         """
         started = time.time()
+        placement = decide(self._turn(plan, entry, next_entry))
         try:
-            case, continues = self._take(plan, entry)
+            case = self._take(entry, placement)
         except Exception as exc:  # noqa: BLE001 - no fork, no descriptors, a dead forkserver
             fault = ProcessNotStarted(f"could not start a case process for {entry.case_id} "
                                       f"({type(exc).__name__}: {exc})")
             return _errored(plan, entry, fault, {}, case_dir, started)
         self._running = case
-        set_up_next = next_entry is not None and self._needs_own_process(entry, next_entry)
+        set_up_next = placement.prepare_next
         record: CaseRecord | None = None
         try:
             if case.state in LIVE:
-                self._send_turn(case, plan, entry, case_dir, started, watchdog, continues)
+                self._send_turn(case, plan, entry, case_dir, started, watchdog, placement)
             while record is None and case.state in LIVE:
                 spoke, record = self._watch(case, watchdog)
                 if spoke and progress is not None:
                     progress(case.counters)
                 if set_up_next and case.phase not in BEFORE_EPISODE:
                     assert next_entry is not None
+                    set_up_next = False
                     self._prepare(plan, next_entry, watchdog)
         except OSError:
             case.lose(State.DIED)
@@ -109,11 +111,10 @@ class SimulatorHost:
             self._running = None
         if record is None:
             return self._lost_record(case, plan, entry, case_dir, watchdog, started)
-        here = kept.place_of(entry)
-        if (here is not None and record["outcome"] != "errored"
-                and kept.worth_keeping(here, next_entry)):
+        kept = placement.kept_after(record["outcome"])
+        if kept is not None:
             case.state, case.prepared = State.KEPT, None
-            self._kept = _Kept(case, here)
+            self._kept = _Kept(case, kept)
         else:
             case.end(kill=False)
         return record
@@ -136,35 +137,34 @@ class SimulatorHost:
             if ahead.prepared is not None:
                 ahead.prepared.log.unlink(missing_ok=True)
 
-    def _take(self, plan: RunPlan, entry: Entry) -> tuple[CaseProcess, bool]:
-        """The process to run this case (and whether the case continues in its kept
-        environment): the one set up for it ahead, the kept one the task continues in,
-        or a fresh one. A set-up for another case is ended; the kept one is ended
-        unless the case continues in it or waits beside it (kept.py)."""
-        ahead = self._ahead
-        if ahead is not None and (ahead.prepared is None or ahead.prepared.entry != entry
-                                  or ahead.prepared.plan != plan):
-            self.discard_prepared()
+    def _turn(self, plan: RunPlan, entry: Entry, next_entry: Entry | None) -> Turn:
+        """What this host holds at ``entry``'s turn, as the placement rule reads it. A
+        set-up done under another plan serves none of this plan's cases."""
         held = self._kept
-        if held is not None and not held.case.process.is_alive():  # died while it waited
-            self._end_kept()
-            held = None
-        if self._ahead is not None:
-            case, self._ahead, continues = self._ahead, None, False
-        elif held is not None and kept.continues(held.place, kept.place_of(entry)):
-            case, self._kept, continues = held.case, None, True
-        else:
-            process, conn = self._launch(entry)
-            case, continues = CaseProcess(process, conn, State.RUNNING), False
-        if self._kept is not None and not kept.waits_beside(self._kept.place, entry):
-            self._end_kept()
-        return case, continues
+        prepared = self._ahead.prepared if self._ahead is not None else None
+        return Turn(entry,
+                    held=held.place if held is not None else None,
+                    held_alive=held is None or held.case.process.is_alive(),
+                    ahead=prepared.entry if prepared is not None and prepared.plan == plan else None,
+                    next_entry=next_entry, prebuild=self.prebuild)
 
-    def _needs_own_process(self, entry: Entry, next_entry: Entry) -> bool:
-        """Whether the case after ``entry`` needs a process of its own, or continues in
-        the environment this case leaves kept (its own, or the one waiting beside it)."""
-        beside = self._kept.place if self._kept is not None else None
-        return not kept.continues(kept.held_after(entry, beside), kept.place_of(next_entry))
+    def _take(self, entry: Entry, placement: Placement) -> CaseProcess:
+        """The process ``placement`` runs the case in; a set-up for another case and a
+        held process it lets go are ended."""
+        if placement.process is not Process.AHEAD:
+            self.discard_prepared()
+        if placement.end_held:
+            self._end_kept()
+        if placement.process is Process.AHEAD:
+            ahead, self._ahead = self._ahead, None
+            assert ahead is not None
+            return ahead
+        if placement.process is Process.KEPT:
+            held, self._kept = self._kept, None
+            assert held is not None
+            return held.case
+        process, conn = self._launch(entry)
+        return CaseProcess(process, conn, State.RUNNING)
 
     def _end_kept(self) -> None:
         held, self._kept = self._kept, None
@@ -172,14 +172,13 @@ class SimulatorHost:
             held.case.end(kill=False)
 
     def _send_turn(self, case: CaseProcess, plan: RunPlan, entry: Entry, case_dir: Path,
-                   turn: float, watchdog: Watchdog, continues: bool) -> None:
+                   turn: float, watchdog: Watchdog, placement: Placement) -> None:
         """Tell the process its case's turn has come. A set-up still under way keeps the
         deadline it runs under; any other phase starts now."""
         if case.prepared is not None:
             case.send(Go.of(case.prepared, case_dir, turn))
         else:
-            use = KeptUse(continues=continues, keep=kept.place_of(entry) is not None)
-            case.send(Run(plan, entry, case_dir, turn, use))
+            case.send(Run(plan, entry, case_dir, turn, placement))
         if case.state is not State.SETTING_UP:
             case.told(Phase.START, {}, watchdog)
         case.state = State.RUNNING
@@ -188,12 +187,12 @@ class SimulatorHost:
         """Start the next case's process and have it set its episode up now. Anything
         that stops this leaves the case to set up at its turn, as without set-up ahead;
         the running case is never touched by it."""
-        if not self.prebuild or self._ahead is not None:
-            return
+        # Opened before its turn, its own next case unknown: as its turn will place it.
+        placement = decide(Turn(entry, ahead=entry))
         try:
             fd, log = tempfile.mkstemp(prefix=f"pytest-libero-{entry.case_id}-", suffix=".log")
             os.close(fd)
-            prepare = Prepare(plan, entry, Path(log), keep=kept.place_of(entry) is not None)
+            prepare = Prepare(plan, entry, Path(log), placement)
             try:
                 process, conn = self._launch(entry)
             except BaseException:

@@ -13,41 +13,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.placement import Placement
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.phases import Phase
 from pytest_libero.episode.record import CaseRecord
 
 
 @dataclass(frozen=True)
-class KeptUse:
-    """What the kept-environment rule (``catalog/kept.py``) said for one case, as the
-    adapter is told it: open the episode in the environment this process holds, and
-    hold the episode's environment afterwards for the task's next state."""
-
-    continues: bool = False
-    keep: bool = False
-
-
-@dataclass(frozen=True)
 class Run:
-    """Run ``entry`` now: set it up, then its episode; ``turn`` is its ``started_at``."""
+    """Run ``entry`` now: set it up, then its episode; ``turn`` is its ``started_at``;
+    ``placement``, the rule's answer for it, is handed to the adapter that opens it."""
 
     plan: RunPlan
     entry: Entry
     case_dir: Path
     turn: float
-    environment: KeptUse
+    placement: Placement
 
 
 @dataclass(frozen=True)
 class Prepare:
     """Set ``entry`` up ahead of its turn, in a fresh process, its output going to
-    ``log`` until the case's folder exists."""
+    ``log`` until the case's folder exists; opened as ``placement`` says."""
 
     plan: RunPlan
     entry: Entry
     log: Path
-    keep: bool
+    placement: Placement
 
 
 @dataclass(frozen=True)
