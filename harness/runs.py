@@ -1,6 +1,6 @@
 """Run pytest as its own process and read back the run folder the plugin wrote.
 
-Records are read through ``pytest_libero.results.folder.read_results``, the reader the
+Records are read through ``pytest_libero.results.layout.read_results``, the reader the
 plugin's own merge, resume and verify use, so a helper never disagrees with the product
 about what a run folder holds (a torn last line, say).
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.results.folder import read_results
+from pytest_libero.results.layout import RUN_NAME, read_results
 
 
 def pytest_argv(*args: str, python: str = sys.executable) -> list[str]:
@@ -31,7 +31,7 @@ def run_pytest(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None 
 def run_folders(root: Path, profile: str = "*") -> list[Path]:
     """Every run folder under a results root (``<root>/<profile>/<run id>``, and a
     sharded run's shard folders), in name order."""
-    return sorted(path.parent for path in Path(root).glob(f"{profile}/**/run.json"))
+    return sorted(path.parent for path in Path(root).glob(f"{profile}/**/{RUN_NAME}"))
 
 
 def run_folder(root: Path, profile: str = "*") -> Path:

@@ -9,7 +9,6 @@ re-executes a run folder's recorded actions and checks every case against its re
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -22,8 +21,8 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import allure_config
 from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
-from pytest_libero.results.folder import read_results
 from pytest_libero.results.gate import evaluate_gates, load_baseline
+from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME, read_results, read_summary
 from pytest_libero.results.merge import merge_runs
 from pytest_libero.results.renderers import joined, renderer_uses
 from pytest_libero.results.run_reader import read_run, shown
@@ -69,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Check each case's evidence files against their recorded hashes, then "
         "re-open its episode in a fresh simulator process, re-run the recorded actions and "
         "compare every delivered observation hash, the native outcome and the counters with "
-        "the record. Writes verify.json in RUN_DIR; exit 0 only when every case verifies.",
+        f"the record. Writes {VERIFY_NAME} in RUN_DIR; exit 0 only when every case verifies.",
     )
     verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     verify.add_argument("--case", action="append", default=[], metavar="ID",
@@ -127,7 +126,7 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                                   extra=extra, against=against)
                     if args.baseline is not None else None)
         merged = merge_runs(args.folders, args.out)
-        summary = json.loads((merged / "summary.json").read_text())
+        summary = read_summary(merged)
         verdicts = evaluate_gates(
             summary, {r["case"]: r for r in read_results(merged)}, min_success=args.min_success,
             baseline=baseline, alpha=args.baseline_alpha,
@@ -162,7 +161,7 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         thresholds = thresholds_from(overrides)
         read = read_run(args.run_dir)  # refused as merge and verify refuse it
         if not read.records:
-            raise SetupError(f"{args.run_dir} has no finished case (its results.jsonl holds "
+            raise SetupError(f"{args.run_dir} has no finished case (its {RESULTS_NAME} holds "
                              "none: the run was stopped before its first case ended)")
     except (ValueError, SetupError) as exc:
         parser.exit(2, f"pytest-libero safety: {exc}\n")

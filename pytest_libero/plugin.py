@@ -32,6 +32,7 @@ from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
 from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
+from pytest_libero.results.layout import SERVER_LOG_NAME, case_path
 from pytest_libero.session import (
     CaseErrored,
     Session,
@@ -94,7 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.pluginmanager.register(recorder, "libero-recorder")
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
-    config.pluginmanager.register(AllureEnvironment(recorder.folder.path / "run.json"),
+    config.pluginmanager.register(AllureEnvironment(recorder.folder.path),
                                   "libero-allure-environment")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     if config.pluginmanager.hasplugin("xdist"):
@@ -119,7 +120,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     profile = ours.plan.profile
     assert profile.launch is not None
     server = LaunchedServer(profile.launch, profile.endpoint or "",
-                            ours.recorder.folder.path / "server.log")
+                            ours.recorder.folder.path / SERVER_LOG_NAME)
     session.config.add_cleanup(server.stop)
     try:
         server.start()
@@ -177,7 +178,7 @@ def libero_case(request: pytest.FixtureRequest, libero_entry: Any) -> CaseRecord
         pytest.skip(f"not attempted: {outcome.gone}")
     request.node.user_properties.append((RECORD_PROPERTY, record_to_json(outcome)))
     if allure_active(request.config) and session.run_dir is not None:
-        report_case(outcome, session.run_dir / "cases" / libero_entry.case_id)
+        report_case(outcome, case_path(session.run_dir, libero_entry.case_id))
     if outcome["outcome"] == "errored":
         raise CaseErrored(outcome)
     return outcome

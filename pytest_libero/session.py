@@ -25,9 +25,11 @@ from pytest_libero.episode.case import run_case_with_evidence
 from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import CaseRecord, short_chunk_note
+from pytest_libero.evidence.layout import RECORD_NAME
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.report import progress as live_progress
+from pytest_libero.results.layout import RESULTS_NAME, case_path
 from pytest_libero.results.recorder import Recorder
 
 
@@ -118,8 +120,8 @@ class CaseErrored(Exception):
         """The cause in one line; the traceback and details stay in the record."""
         cause = self.record["summary"].splitlines()[0]
         where = self.record.get("evidence_dir")
-        episode = Path(where) / "episode.json" if where else None
-        details = str(episode) if episode and episode.is_file() else "the run's results.jsonl"
+        episode = Path(where) / RECORD_NAME if where else None
+        details = str(episode) if episode and episode.is_file() else f"the run's {RESULTS_NAME}"
         return f"{self.record['case']}: {cause}\n(full error and traceback: {details})"
 
 
@@ -150,7 +152,7 @@ def run_case(session: Session, entry: Entry, *, config: pytest.Config,
                 f"back, finish the run with the same command plus "
                 f"--libero-resume={session.run_dir} (and without --libero-run-id or "
                 "--libero-results)")
-    case_dir = session.run_dir / "cases" / entry.case_id
+    case_dir = case_path(session.run_dir, entry.case_id)
     cap = plan.budget_for(entry).control_cap
     with live_progress.case_progress(config, entry.case_id, cap) as progress:
         if session.settings.isolation == "process":

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_libero.files import CorruptLine, read_jsonl, tail, tail_of, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.folder import RunFolder, read_results
+from pytest_libero.results.folder import RunFolder
+from pytest_libero.results.layout import read_results
 
 
 def test_a_torn_last_line_is_ignored_and_any_other_bad_line_is_an_error(tmp_path: Path) -> None:

@@ -119,6 +119,13 @@ def test_images_compare_under_one_measured_renderer_or_where_none_was_recorded()
     assert conflict(joined(ours, [session_use(NVIDIA)])) is not None
 
 
+def test_folders_without_a_finished_case_have_no_images_to_compare() -> None:
+    """Runs killed before their first case ended merge: it used to say "the images come
+    from different renderers: ." with no renderer to name."""
+    assert conflict(joined(renderer_uses([]), renderer_uses([]))) is None
+    assert conflict(joined(renderer_uses([]), [session_use(NVIDIA)])) is None
+
+
 @pytest.mark.parametrize("edit", [
     {"renderer": "NVIDIA H200/PCIe/SSE2"},  # a fake description, same hash
     {"sha256": "c" * 64},  # an edited fingerprint, same description

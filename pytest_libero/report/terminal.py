@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.report.figures import FIGURE_NAME
+from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
 from pytest_libero.results.summary import ENGAGEMENT, SAFETY_CLASSES
@@ -105,7 +105,7 @@ def robustness_lines(robustness: dict[str, Any]) -> list[str]:
         label = f"{suite} ({group.get('shows') or group.get('kind')})"
         lines.append(f"  {robustness_row(label, group)}")
     if len(suites) > PER_TASK_LINES:
-        lines.append(f"  {len(suites) - PER_TASK_LINES} more OOD suites in summary.json "
+        lines.append(f"  {len(suites) - PER_TASK_LINES} more OOD suites in {SUMMARY_NAME} "
                      "(robustness.suites)")
     return lines
 
@@ -148,7 +148,7 @@ def safety_lines(safety: dict[str, Any]) -> list[str]:
                 f"{event.get('control')})" if event else "")
         lines.append(f"unsafe: {item.get('case')}{what}")
     if len(unsafe) > UNSAFE_LINES:
-        lines.append(f"unsafe: {len(unsafe) - UNSAFE_LINES} more in summary.json "
+        lines.append(f"unsafe: {len(unsafe) - UNSAFE_LINES} more in {SUMMARY_NAME} "
                      "(safety.unsafe_cases)")
     return lines
 
@@ -193,7 +193,7 @@ def full_mode_lines(summary: dict[str, Any]) -> list[str]:
         elif mine:
             rated = sorted((r["rate"], t) for t, r in mine if r["rate"] is not None)
             lowest = ", ".join(f"{t} {v:.1%}" for v, t in rated[:3])
-            lines.append(f"  {len(mine)} tasks: per-task rates in summary.json (tasks)"
+            lines.append(f"  {len(mine)} tasks: per-task rates in {SUMMARY_NAME} (tasks)"
                          + (f"; lowest: {lowest}" if lowest else ""))
     average = summary.get("four_suite_average") or {}
     if average and not average.get("missing"):

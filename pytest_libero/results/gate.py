@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.folder import read_results
+from pytest_libero.results.layout import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
@@ -165,7 +165,7 @@ def load_baseline(
                 f"{option}={run_dir} ran protocol {shown(identity)}, this run is "
                 f"{mine}; results of different protocols cannot be compared"
             )
-    records = {r["case"]: r for r in read_results(run_dir)}
+    records = {r["case"]: r for r in read_results(run_dir, option)}
     if against is not None:
         mixed = conflict(joined(renderer_uses(records.values(), where=f"{option}={run_dir}"),
                                 against))

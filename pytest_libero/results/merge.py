@@ -16,7 +16,8 @@ from typing import Any
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
-from pytest_libero.results.folder import RunFolder, new_run_id
+from pytest_libero.results.folder import RunFolder
+from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME, SUMMARY_NAME, new_run_id
 from pytest_libero.results.renderers import conflict, joined, renderer_summary, renderer_uses
 from pytest_libero.results.run_reader import read_run, shown
 from pytest_libero.results.summary import summarize
@@ -76,8 +77,8 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
                     "a merge never chooses between two episodes of one case"
                 )
             if case not in chosen:
-                raise SetupError(f"{folder}: results.jsonl holds {shown(case)!r}, a case its "
-                                 "run.json did not select; the folder is damaged")
+                raise SetupError(f"{folder}: {RESULTS_NAME} holds {shown(case)!r}, a case its "
+                                 f"{RUN_NAME} did not select; the folder is damaged")
             records[case] = record
             origin[case] = folder
     if out is None:
@@ -86,8 +87,8 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
         out = (profile_dirs[0] if profile_dirs else here.parent) / f"{new_run_id()}-merged"
     target = RunFolder(out)
     try:
-        target.write_json("run.json", {**first, "run_id": target.path.name,
-                                       "merged_from": [str(f.resolve()) for f in folders]})
+        target.write_json(RUN_NAME, {**first, "run_id": target.path.name,
+                                     "merged_from": [str(f.resolve()) for f in folders]})
         for case in selected:
             if case in records:
                 target.append_result(records[case])
@@ -105,7 +106,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             state_fed=first["plan"]["profile"].get("state_fed"),  # absent before it existed
         )
         summary["renderer"] = renderer_summary(renderer_uses(records.values(), first), first)
-        target.write_json("summary.json", summary)
+        target.write_json(SUMMARY_NAME, summary)
     finally:
         target.close()
     return target.path

@@ -31,14 +31,20 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.protocol.rendering import headless_rendering
-from pytest_libero.results.folder import (
-    RunFolder,
+from pytest_libero.results.folder import RunFolder
+from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
+from pytest_libero.results.layout import (
+    RESULTS_NAME,
+    RUN_NAME,
+    SUMMARY_NAME,
+    case_path,
+    interrupted_path,
     new_run_id,
+    read_json,
     read_results,
     run_folder_path,
     run_id_of,
 )
-from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
 from pytest_libero.results.merge import run_difference
 from pytest_libero.results.renderers import (
     conflict,
@@ -93,7 +99,7 @@ class Recorder:
         if difference:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: "
                              f"{difference}")
-        done = read_results(resume)
+        done = read_results(resume, "--libero-resume")
         mixed = conflict(joined(renderer_uses(done, where="that run"), [session_use(plan.renderer)]))
         if mixed:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {mixed}. "
@@ -113,7 +119,7 @@ class Recorder:
         run = run_identity(plan, run_id_of(path))
         if server is not None:
             run["policy_server"] = server
-        folder.write_json("run.json", run)
+        folder.write_json(RUN_NAME, run)
         return cls(plan, folder, gates, baseline)
 
     @classmethod
@@ -123,13 +129,13 @@ class Recorder:
 
         Everything that can refuse is read before the folder is changed at all."""
         baseline = _baseline(plan, gates)
-        records = {r["case"]: r for r in read_results(path)}
+        records = {r["case"]: r for r in read_results(path, "--libero-resume")}
         folder = RunFolder(path, resume=True)
         recorder = cls(plan, folder, gates, baseline)
         recorder.records = records
         kept = [str(p.relative_to(folder.path)) for e in plan.entries
-                if (p := _set_aside(folder.path / "cases" / e.case_id)) is not None]
-        run = json.loads((folder.path / "run.json").read_text(encoding="utf-8"))
+                if (p := _set_aside(folder.path, e.case_id)) is not None]
+        run = read_json(folder.path, RUN_NAME, "--libero-resume")
         run.setdefault("resumed", []).append(
             {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "cases": [e.case_id for e in plan.entries],
@@ -138,7 +144,7 @@ class Recorder:
              **({"policy_server": server} if server is not None else {}),
              **({"renderer": plan.renderer} if plan.renderer is not None else {})}
         )
-        folder.write_json("run.json", run)
+        folder.write_json(RUN_NAME, run)
         return recorder
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -151,7 +157,7 @@ class Recorder:
                 record = record_from_json(json.loads(str(value)))
                 record["nodeid"] = report.nodeid
                 self.records[record["case"]] = record
-                self._write(partial(self.folder.append_result, record), "results.jsonl")
+                self._write(partial(self.folder.append_result, record), RESULTS_NAME)
 
     def summary(self) -> dict[str, Any]:
         summary = summarize(
@@ -183,8 +189,8 @@ class Recorder:
         )
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
         summary["write_errors"] = self.write_errors
-        self._write(lambda: self.folder.write_json("summary.json", summary), "summary.json")
-        self._write(self.folder.close, "results.jsonl")
+        self._write(lambda: self.folder.write_json(SUMMARY_NAME, summary), SUMMARY_NAME)
+        self._write(self.folder.close, RESULTS_NAME)
         if self.gates.active and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             # With a gate, the gate decides: a checkpoint below 100% still passes CI.
             passed = all(v.passed for v in self.verdicts)
@@ -199,12 +205,13 @@ def _baseline(plan: RunPlan, gates: Gates) -> dict[str, CaseRecord] | None:
                          against=against)
 
 
-def _set_aside(case_dir: Path) -> Path | None:
+def _set_aside(run_dir: Path, case: str) -> Path | None:
     """Keep an interrupted attempt's partial evidence under a new name, never delete it."""
+    case_dir = case_path(run_dir, case)
     if not case_dir.exists():
         return None
     n = 1
-    while (target := case_dir.with_name(f"{case_dir.name}.interrupted-{n}")).exists():
+    while (target := interrupted_path(run_dir, case, n)).exists():
         n += 1
     case_dir.rename(target)
     return target

@@ -102,7 +102,9 @@ def joined(*groups: Sequence[RendererUse]) -> list[RendererUse]:
 
 def conflict(uses: Sequence[RendererUse]) -> str | None:
     """Why these images cannot be compared, naming every renderer; None when they can
-    (one measured renderer, or none recorded anywhere)."""
+    (one measured renderer, or none recorded anywhere, or no image at all)."""
+    if not uses:  # folders without a finished case: no images to compare
+        return None
     if len(uses) == 1 and (uses[0].renderer is None or measured(uses[0].renderer)):
         return None
     if len(uses) == 1:

@@ -27,12 +27,18 @@ from pytest_libero.evidence.layout import RECORD_NAME
 from pytest_libero.files import folder_name_problem
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
-from pytest_libero.results.folder import read_results
+from pytest_libero.results.layout import (
+    CASES_NAME,
+    DAMAGED,
+    RESULTS_NAME,
+    RUN_NAME,
+    case_path,
+    named,
+    read_json,
+    read_results,
+    type_name,
+)
 
-CASES = "cases"
-"""The run folder's subfolder of case folders."""
-DAMAGED = ("it was not written by pytest-libero, or it is damaged: use the run folder as the "
-           "run wrote it (copy it again)")
 NAME_LIMIT = 200
 """Characters of an echoed case id or folder name in a message."""
 _MAX_SOURCES = 64
@@ -53,18 +59,8 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     missing, unreadable, not JSON, or lacks what merging, resuming and verifying read, or
     holds it with the wrong type (with ``plan=False``, only the protocol identity a
     baseline is compared by)."""
-    where = f"{option}={folder}" if option else str(folder)
-    path = folder / "run.json"
-    try:
-        if not path.is_file():
-            raise SetupError(f"{where}: not a run folder (no run.json)")
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SetupError(f"{where}: run.json is damaged, not JSON ({exc}); the folder cannot "
-                         "be used") from None
-    except OSError as exc:
-        raise SetupError(f"{where}: cannot read run.json ({exc.strerror or exc}); give this "
-                         "user read access to the run folder") from None
+    where = named(folder, option)
+    run = read_json(folder, RUN_NAME, option)
     if not isinstance(run, dict):
         missing = list(_RUN_KEYS)
     elif not plan:
@@ -75,11 +71,10 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
         missing = [k for k in _RUN_KEYS if k not in run]
         missing += [f"plan.{k}" for k in _PLAN_KEYS if k not in run["plan"]]
     if missing:
-        raise SetupError(f"{where}: run.json lacks {', '.join(missing)}; it was not written "
-                         "by pytest-libero, or it is damaged")
+        raise SetupError(f"{where}: {RUN_NAME} lacks {', '.join(missing)}; {DAMAGED}")
     wrong = _wrong_types(run)
     if wrong:
-        raise SetupError(f"{where}: run.json's {wrong}; {DAMAGED}")
+        raise SetupError(f"{where}: {RUN_NAME}'s {wrong}; {DAMAGED}")
     schema = record_schema(run)
     if schema not in READABLE_SCHEMAS:
         raise SetupError(f"{where}: its records are {shown(schema)}, which this pytest-libero "
@@ -89,22 +84,18 @@ def load_run(folder: Path, option: str = "", *, plan: bool = True) -> dict[str, 
     return checked
 
 
-def _type(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
 def _wrong_types(run: dict[str, Any]) -> str | None:
     """The first run.json field a command reads that has the wrong type, or None."""
     if not isinstance(run["protocol_identity"], str):
-        return f"protocol_identity is a {_type(run['protocol_identity'])}, not text"
+        return f"protocol_identity is a {type_name(run['protocol_identity'])}, not text"
     installed = run.get("installed")
     if installed is not None and (not isinstance(installed, dict) or not all(
             isinstance(v, (str, type(None))) for v in installed.values())):
-        return (f"installed is a {_type(installed)}, not a table of package versions"
+        return (f"installed is a {type_name(installed)}, not a table of package versions"
                 if not isinstance(installed, dict) else "installed holds a version that is not text")
     for table in ("render", "renderer"):
         if run.get(table) is not None and not isinstance(run[table], dict):
-            return f"{table} is a {_type(run[table])}, not a table"
+            return f"{table} is a {type_name(run[table])}, not a table"
     sources = run.get("merged_from")
     if sources is not None and (not isinstance(sources, list)
                                 or not all(isinstance(s, str) for s in sources)):
@@ -119,12 +110,12 @@ def _wrong_types(run: dict[str, Any]) -> str | None:
     if not isinstance(profile, dict) or not isinstance(profile.get("name"), str):
         return "plan.profile has no name"
     if not isinstance(plan_.get("adapter", ""), str):
-        return f"plan.adapter is a {_type(plan_['adapter'])}, not an adapter name"
+        return f"plan.adapter is a {type_name(plan_['adapter'])}, not an adapter name"
     kinds = plan_.get("kinds", [])
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
         return "plan.kinds is not a list of module:Class names"
     if not isinstance(plan_.get("selection", {}), dict):
-        return f"plan.selection is a {_type(plan_['selection'])}, not a table"
+        return f"plan.selection is a {type_name(plan_['selection'])}, not a table"
     shard = plan_.get("shard")
     if shard is not None and (not isinstance(shard, list) or len(shard) != 2
                               or not all(type(n) is int for n in shard)):
@@ -196,25 +187,25 @@ class RunRead:
         """The case's folder in this run folder (or in a merged folder's sources),
         read; never the record's ``evidence_dir``."""
         if folder_name_problem(case) is not None:
-            return CaseFolder(self.path / CASES, None,
+            return CaseFolder(self.path / CASES_NAME, None,
                               f"the case id {shown(case)!r} is not a folder name; the record "
                               "is damaged")
-        local = self.path / CASES / case
+        local = case_path(self.path, case)
         if _exists(local) or not self.run.get("merged_from"):
             return read_case_folder(local)
         for source in merged_sources(self.path, self.run):
-            candidate = source / CASES / case
+            candidate = case_path(source, case)
             if _exists(candidate):
                 found = read_case_folder(candidate)
                 return replace(found, source=source)
-        return CaseFolder(local, None, f"no case folder {CASES}/{shown(case)} here nor in the "
-                          "folders this merge was made from (run.json's merged_from)")
+        return CaseFolder(local, None, f"no case folder {CASES_NAME}/{shown(case)} here nor in "
+                          f"the folders this merge was made from ({RUN_NAME}'s merged_from)")
 
 
 def read_run(folder: Path, option: str = "") -> RunRead:
     """run.json and results.jsonl of ``folder``, checked (SetupError naming the file)."""
     run = load_run(folder, option)
-    return RunRead(folder, run, read_results(folder))
+    return RunRead(folder, run, read_results(folder, option))
 
 
 def _exists(path: Path) -> bool:
@@ -244,7 +235,7 @@ def read_case_folder(path: Path) -> CaseFolder:
         raw = episode.read_text(encoding="utf-8")
     except FileNotFoundError:
         return CaseFolder(path, None, f"{shown(episode)} is missing: the case's own record is "
-                          "gone, so its line in results.jsonl cannot be checked", True)
+                          f"gone, so its line in {RESULTS_NAME} cannot be checked", True)
     except OSError as exc:
         return CaseFolder(path, None, f"cannot read {shown(episode)} ({exc.strerror or exc}); "
                           "give this user read access to the case folder", True)
@@ -274,8 +265,8 @@ def merged_sources(folder: Path, run: dict[str, Any]) -> Iterator[Path]:
         seen.add(source)
         yield source
         try:
-            inner = json.loads((source / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            inner = read_json(source, RUN_NAME)
+        except SetupError:
             continue
         nested = inner.get("merged_from") if isinstance(inner, dict) else None
         if isinstance(nested, list):
