@@ -73,6 +73,19 @@ def test_the_docs_say_when_each_kind_acts() -> None:
         assert row in text, row
 
 
+def test_the_architecture_doc_s_kind_registers_and_draws() -> None:
+    """docs/architecture.md's example kind is real code: it loads, registers and draws."""
+    doc = (TESTS.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    source = doc.split("## Adding a perturbation kind", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    space: dict[str, Any] = {}
+    exec(compile(source, "architecture.md", "exec"), space)  # noqa: S102 (the project's own doc)
+    with registry.registered(space["Dim"]()) as dim:
+        assert dim.moments() == (Moment.SCENE,)
+        assert parse_perturbations("dim:2") == (("dim", 2),)
+        factor = registry.draw("dim", 2, "libero_10-03").parameters["factor"]
+        assert 0.6 <= factor <= 0.8
+
+
 def kind_comparisons(path: Path, kinds: set[str]) -> list[str]:
     """Places in ``path`` that compare something with a kind's name written out."""
     found = []

@@ -7,6 +7,7 @@ still one.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -43,6 +44,19 @@ SIMULATOR_ADAPTER = "pytest_libero.adapters.libero"
 RUNS_CASES = ("adapters", "episode")
 """Only where a case runs may the simulator adapter itself be imported: the controller's
 code (results, report, audit, the plugin) reaches an adapter through the registry alone."""
+
+
+SIMULATOR_IMPORTERS = {
+    "pytest_libero.adapters.libero",
+    "pytest_libero.episode.preload",
+    "pytest_libero.catalog.inventory",
+    "pytest_libero.evidence.renderer",
+    "pytest_libero.perturb.kinds.environment",
+    "pytest_libero.perturb.kinds.object",
+}
+"""The modules that import LIBERO, robosuite or MuJoCo (docs/architecture.md names each
+and why); every other one reaches the simulator through them."""
+SIMULATOR_PACKAGES = ("libero", "robosuite", "mujoco")
 
 
 def module_name(path: Path) -> str:
@@ -127,6 +141,23 @@ def test_the_simulator_adapter_is_imported_only_where_cases_run() -> None:
     importers = sorted(module for module, targets in import_graph().items()
                        if SIMULATOR_ADAPTER in targets and stage(module) not in RUNS_CASES)
     assert importers == []
+
+
+def simulator_importers() -> set[str]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if any(name.split(".")[0] in SIMULATOR_PACKAGES for name in imported(path, set())):
+            found.add(module_name(path))
+    return found
+
+
+def test_the_simulator_is_imported_only_where_the_docs_say() -> None:
+    assert simulator_importers() == SIMULATOR_IMPORTERS
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc.split("## Where the simulator is imported", 1)[1].split("\n## ", 1)[0]
+    named = {"pytest_libero." + m.removesuffix(".py").replace("/", ".")
+             for m in re.findall(r"^\| `([a-z_/]+\.py)` \|", section, re.MULTILINE)}
+    assert named == SIMULATOR_IMPORTERS
 
 
 @pytest.mark.parametrize("graph, expected", [
