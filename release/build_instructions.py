@@ -44,7 +44,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pytest_libero.perturb.levels import PERTURB_SEED  # noqa: E402 (after the path)
+from pytest_libero.perturb.kinds.semantic import SHIPPED_SHA256  # noqa: E402 (after the path)
+from pytest_libero.perturb.levels import PERTURB_SEED  # noqa: E402
 from pytest_libero.perturb.tasks import scene_from_bddl  # noqa: E402
 
 TABLE_PATH = REPO_ROOT / "pytest_libero" / "data" / "libero_instructions.json"
@@ -55,7 +56,7 @@ SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero
 RECORDED_RULES = "catalog/build_instructions.py; docs/perturbations.md"
 """Where the table says its rules live, as the table records it. The script's folder was
 called ``catalog/`` when the table was frozen, and the perturbed identity hashes the
-table's bytes (``table_sha256`` in pytest_libero/catalog/instructions.py): the recorded
+table's bytes (``table_sha256`` in pytest_libero/perturb/kinds/semantic.py): the recorded
 name stays until the table is rebuilt for another reason."""
 
 # Words and phrases with their synonyms. Keys are matched whole-word, longest first;
@@ -347,12 +348,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare with the committed table; exit 1 if it is stale")
     args = parser.parse_args(argv)
     text = render(build())
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    pinned = digest == SHIPPED_SHA256
     if args.check:
         same = TABLE_PATH.is_file() and TABLE_PATH.read_text() == text
-        print(f"{TABLE_PATH.name}: {'up to date' if same else 'STALE: rebuild it'}")
-        return 0 if same else 1
+        print(f"{TABLE_PATH.name}: {'up to date' if same else 'STALE: rebuild it'}"
+              f"{'' if pinned else f'; pin sha256 {digest} as SHIPPED_SHA256'}")
+        return 0 if same and pinned else 1
     TABLE_PATH.write_text(text)
     print(f"wrote {TABLE_PATH} ({len(text)} bytes)")
+    if not pinned:
+        print(f"pin it: SHIPPED_SHA256 = {digest!r} in pytest_libero/perturb/kinds/semantic.py")
     return 0
 
 

@@ -33,6 +33,7 @@ from pytest_libero.audit.agreement import (
 from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verdict
 from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.rendering import judged, rendering
+from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import RECORD_NAME
 from pytest_libero.evidence.renderer import (
@@ -49,6 +50,7 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME
+from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import renderer_uses
 from pytest_libero.results.run_reader import RunRead, read_run, shown
 
@@ -168,6 +170,10 @@ def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
     if against_catalog is not None:
         return _disagrees(case, against_catalog, "recorded", "catalog",
                           "the installed catalog's entry for this case")
+    unapplied = registry.unproven(Entry.from_dict(record["entry"]), record.get("perturbation"))
+    if unapplied is not None and record["outcome"] in COMPLETED:
+        return Verdict(case, NOT_VERIFIABLE, f"{unapplied}: a perturbed case verifies only "
+                       "with the perturbation it ran under recorded")
     missing = missing_files(folder.path, record)
     if missing:
         return Verdict(case, NOT_VERIFIABLE, "; ".join(missing))

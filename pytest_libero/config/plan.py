@@ -234,6 +234,10 @@ def make_plan(
         evidence=level,
         inapplicable=inapplicable,
     )
+    if plan.perturb_identity is not None:
+        # It hashes installed data (the instruction table): damage is refused here, before
+        # anything is written, not when run.json is.
+        perturb_identity(plan.mode)
     if shard_of is None:
         return plan
     part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))

@@ -31,8 +31,9 @@ from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_n
 from pytest_libero.episode.setup import Setup, open_episode
 from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
+from pytest_libero.perturb import registry
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
-from pytest_libero.protocol.errors import EpisodeError
+from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
 
@@ -176,6 +177,11 @@ def _drive(
         assert setup.error is not None
         return EpisodeResult(outcome="errored", error=error_record(setup.error, kind="environment"))
     timings["setup_s"] = setup.setup_s
+    unapplied = registry.unproven(entry, episode.identity.get("perturbation"))
+    if unapplied is not None:  # it would run the twin again under the perturbed case's name
+        return EpisodeResult(outcome="errored", error=error_record(PerturbationNotApplied(
+            f"{unapplied}: the adapter {plan.adapter!r} must apply it (perturb/registry.py "
+            "applying) and record it in its episode's identity; the case was not run")))
     timings["setup_ahead_s"] = setup_ahead(setup, turn)
     tell(Phase.EPISODE)
     t0 = time.perf_counter()

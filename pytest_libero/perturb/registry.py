@@ -168,6 +168,26 @@ def _not_applicable(entry: Entry, name: str, level: int) -> str | None:
     return kind(name).not_applicable(entry, level)
 
 
+def unproven(entry: Entry, recorded: object) -> str | None:
+    """Why ``recorded`` (a case's ``perturbation`` block) does not prove that ``entry``'s
+    perturbation was applied; None when it does, or the case has none to prove. Only
+    what acts at run time proves itself so: a generated kind and a paraphrase companion
+    (a LIBERO-PRO entry's files are its perturbation, hashed in its identity)."""
+    if entry.perturbation is not None:
+        expected = (entry.perturbation.kind, entry.perturbation.level)
+    elif entry.ood is not None and entry.ood.kind == PARAPHRASE:
+        expected = (PARAPHRASE, 1)
+    else:
+        return None
+    what = f"{entry.case_id} is a {expected[0]} level {expected[1]} case"
+    if not isinstance(recorded, Mapping):
+        return f"{what}, but nothing records the perturbation applied"
+    found = (recorded.get("kind"), recorded.get("level"))
+    if found != expected:
+        return f"{what}, but its record says {str(found[0])[:40]!r} level {str(found[1])[:10]}"
+    return None
+
+
 def applying(entry: Entry, stage: Stage) -> Applied:
     """What acts on the episode ``stage`` sets up for ``entry``: its kind's work, a
     paraphrase companion's record, or nothing (a native or LIBERO-PRO case)."""

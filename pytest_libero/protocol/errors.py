@@ -23,6 +23,13 @@ class EnvironmentFault(EpisodeError):
     cause = "environment"
 
 
+class PerturbationNotApplied(EnvironmentFault):
+    """The case is perturbed, but its episode does not record the perturbation applied
+    (an adapter that ignores it would run the twin again under the perturbed name)."""
+
+    cause = "perturbation_not_applied"
+
+
 class PolicyTransportError(EpisodeError):
     """The policy could not be reached, or its reply could not be read."""
 

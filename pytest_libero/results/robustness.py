@@ -75,17 +75,27 @@ def group_block(perturbed: Sequence[CaseRecord], records: Mapping[str, CaseRecor
     A pair needs both cases completed in this run; a perturbed case whose twin is missing
     or errored, or that errored itself, is counted as unpaired, never as a failure."""
     pairs: list[tuple[CaseRecord, CaseRecord]] = []
-    for record in perturbed:
+    unproven = [r for r in perturbed if not proven(r)]
+    counted = [r for r in perturbed if proven(r)]
+    for record in counted:
         twin = records.get(str(entry_of(record).twin))
         if twin is not None and twin["outcome"] in COMPLETED and record["outcome"] in COMPLETED:
             pairs.append((twin, record))
     return {
         "cases": len(perturbed),
         "errored": sum(r["outcome"] == "errored" for r in perturbed),
-        **success_rate(perturbed),
+        **success_rate(counted),
         "paired": pair_counts(pairs),
         "unpaired": len(perturbed) - len(pairs),
+        **({"unproven": len(unproven)} if unproven else {}),
     }
+
+
+def proven(record: Mapping[str, Any]) -> bool:
+    """Whether a completed perturbed case's record proves its perturbation was applied: one
+    that does not is never counted (an errored one is not counted anyway)."""
+    return record["outcome"] not in COMPLETED or registry.unproven(
+        entry_of(record), record.get("perturbation")) is None
 
 
 def robustness_summary(records: Mapping[str, CaseRecord]) -> dict[str, Any] | None:

@@ -19,13 +19,27 @@ from typing import Any, ClassVar, Final
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.data import INSTRUCTIONS_FILE, data_path
 from pytest_libero.perturb.kind import Context, Kind, KindApplied, Perturbation, Stage, seed_of
+from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
 
 SCHEMA: Final = "pytest-libero/instructions/1"
 
+SHIPPED_SHA256: Final = "1adc0d54e978635addbd510b7977d0d64089d72492db69fe487d7227735027d2"
+"""The sha256 of the table this version ships. Its words reach the policy, so a table
+edited after installation is refused, never obeyed; a table rebuilt on purpose
+(release/build_instructions.py) is pinned here anew."""
+
+
 @cache
 def _raw() -> bytes:
-    return data_path(INSTRUCTIONS_FILE).read_bytes()
+    raw = data_path(INSTRUCTIONS_FILE).read_bytes()
+    found = sha256_bytes(raw)
+    if found != SHIPPED_SHA256:
+        raise SetupError(f"{INSTRUCTIONS_FILE} in the installed pytest-libero is not the table "
+                         f"this version shipped (sha256 {found[:12]}..., shipped "
+                         f"{SHIPPED_SHA256[:12]}...): its words would be sent to the policy; "
+                         "reinstall pytest-libero")
+    return raw
 
 
 @cache
