@@ -94,10 +94,10 @@ class FirstObservation:
         if self.rss_kib is None:
             self.rss_kib = status_kib("VmRSS")
 
-    def on_reply(self, call: int, reply: Any, executed: int) -> None:
+    def on_reply(self, call: int, reply: Any, timing: Any) -> None:
         pass
 
-    def on_control(self, control: int, action: Any, frame: Any) -> None:
+    def on_control(self, control: int, action: Any, frame: Any, call: Any) -> None:
         pass
 
     def __getattr__(self, name: str) -> Any:  # listener events added later: ignored

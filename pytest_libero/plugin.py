@@ -93,10 +93,12 @@ def pytest_configure(config: pytest.Config) -> None:
     recorder = session.recorder
     if recorder is None:  # an xdist worker: the controller records
         return
-    config.pluginmanager.register(recorder, "libero-recorder")
-    config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
+    # Registered before the recorder, so its session-finish hook runs after the
+    # recorder's (pluggy calls the later registered first): summary.json is there.
     config.pluginmanager.register(AllureEnvironment(recorder.folder.path),
                                   "libero-allure-environment")
+    config.pluginmanager.register(recorder, "libero-recorder")
+    config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)

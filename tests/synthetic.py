@@ -20,9 +20,12 @@ def synthetic_record(case: str, outcome: str, **extra: Any) -> CaseRecord:
                              "init_states_file": "x.pruned_init"}
     if case_id.state is not None:
         entry["init_state"] = case_id.state
+    variant = case_id.variant
+    applied = {} if variant is None else {  # what a run's adapter records it applied
+        "perturbation": {"kind": variant.kind, "level": 1 if variant.level is None else variant.level}}
     return cast(CaseRecord, {"case": case, "outcome": outcome, "entry": entry, "profile": "zero",
                              "evidence_class": "infrastructure", "track": "rgb",
-                             "budget": {"mode": "horizon", "control_cap": 520}, **extra})
+                             "budget": {"mode": "horizon", "control_cap": 520}, **applied, **extra})
 
 
 def allure_results(tmp_path: Path) -> dict[str, dict[str, Any]]:

@@ -63,6 +63,7 @@ def test_each_shipped_kind_acts_at_its_moments() -> None:
         "environment": (Moment.SCENE, Moment.PLACEMENT, Moment.SETTLED),
         "object": (Moment.SCENE,),
         "semantic": (Moment.INSTRUCTION,),
+        "latency": (Moment.CONTROL,),
     }
 
 

@@ -23,7 +23,7 @@ from pytest_libero.results.summary import summarize
 
 def test_the_option_reads_kinds_and_levels_and_refuses_the_rest() -> None:
     assert parse_perturbations("noise:1, camera:2") == (("camera", 2), ("noise", 1))
-    assert len(parse_perturbations("all")) == len(names()) * len(LEVELS) == 32
+    assert len(parse_perturbations("all")) == len(names()) * len(LEVELS) == 36
     for bad in ("camera", "camera:5", "colour:1", "camera:x", ""):
         with pytest.raises(SetupError, match="--libero-perturb"):
             parse_perturbations(bad)

@@ -263,6 +263,10 @@ class LiberoEpisode:
             executed_controls=executed_controls,
         )
 
+    def delay(self, policy_call: int, latency_s: float) -> int:
+        """The delay of a reply in controls, as the case's perturbation says (0: none)."""
+        return self._perturbation.delay(policy_call, latency_s)
+
     def frame(self) -> np.ndarray:
         return np.ascontiguousarray(self._obs["agentview_image"][::-1, ::-1])
 

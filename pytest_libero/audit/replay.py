@@ -8,17 +8,19 @@ gating as a run. Nothing is compared here: :mod:`pytest_libero.audit.compare` do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pytest_libero.adapters import load_adapter
+from pytest_libero.adapters.base import Episode
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.evidence.reader import read_actions
+from pytest_libero.evidence.reader import ChunkRecord, read_actions
 from pytest_libero.perturb import registry
+from pytest_libero.protocol.clock import OPEN_GRIPPER
 from pytest_libero.protocol.hashing import array_sha256
 
 
@@ -44,6 +46,46 @@ class Replay:
     identity: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The recorded episode on the simulated clock: which action each control ran (the
+    rest held) and how many calls were sent at each control."""
+
+    actions: dict[int, np.ndarray]
+    calls_at: dict[int, int]
+    controls: int
+
+    @classmethod
+    def of(cls, chunks: Iterable[ChunkRecord], recorded_controls: int) -> Schedule:
+        """From actions.jsonl: each reply's executed actions at their controls. A record
+        written before the clock ran its chunks one after another, from control 0."""
+        actions: dict[int, np.ndarray] = {}
+        calls_at: dict[int, int] = {}
+        running = 0
+        for chunk in chunks:
+            sent = running if chunk.sent_at_control is None else chunk.sent_at_control
+            calls_at[sent] = calls_at.get(sent, 0) + 1
+            ran = chunk.executed_actions
+            rows = [] if ran is None else list(np.asarray(ran, dtype=np.float64))
+            first = sent + (chunk.first_executed_index or 0)
+            actions.update({first + i: row for i, row in enumerate(rows)})
+            running = max(running, first + len(rows))
+        last = max([running, recorded_controls, *calls_at])
+        return cls(actions, calls_at, last)
+
+
+def _deliver(episode: Episode, call: int, control: int) -> Delivery:
+    observation = episode.observe(call - 1, control)
+    proprio = observation.proprio
+    return Delivery(
+        call=call,
+        executed_controls=control,
+        images={camera: array_sha256(image) for camera, image in sorted(observation.images.items())},
+        proprio=None if proprio is None else array_sha256(proprio),
+        proprio_values=None if proprio is None else [float(v) for v in proprio],
+    )
+
+
 def entry_of(record: CaseRecord) -> Entry:
     """The catalog entry (and full-mode state) the record ran."""
     return Entry.from_dict(record["entry"])
@@ -60,26 +102,25 @@ def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str,
     episode = adapter.open(entry_of(record), track=record["track"], control_cap=cap,
                            render="consumed", video_stride=cap + 1)
     replay = Replay(identity=dict(episode.identity))
+    schedule = Schedule.of(read_actions(case_dir), record["counters"]["executed_controls"])
     try:
-        for call, chunk in enumerate(read_actions(case_dir), start=1):
-            observation = episode.observe(call - 1, replay.executed_controls)
-            proprio = observation.proprio
-            replay.deliveries.append(Delivery(
-                call=call,
-                executed_controls=replay.executed_controls,
-                images={camera: array_sha256(image) for camera, image in sorted(observation.images.items())},
-                proprio=None if proprio is None else array_sha256(proprio),
-                proprio_values=None if proprio is None else [float(v) for v in proprio],
-            ))
-            executed = chunk.executed_actions
-            prefix = [] if executed is None else list(np.asarray(executed, dtype=np.float64))
-            for n, action in enumerate(prefix, start=1):
-                done = episode.step(action, n == len(prefix))
-                replay.executed_controls += 1
-                if done:
-                    replay.first_success_control = replay.executed_controls
-                    replay.first_success_policy_call = call
-                    return replay
+        gripper = OPEN_GRIPPER
+        for control in range(schedule.controls + 1):
+            for _ in range(schedule.calls_at.get(control, 0)):
+                replay.deliveries.append(_deliver(episode, len(replay.deliveries) + 1, control))
+            if control == schedule.controls:
+                break
+            action = schedule.actions.get(control)
+            if action is None:  # a hold: no motion, the last gripper command
+                action = np.zeros(7, dtype=np.float64)
+                action[6] = gripper
+            gripper = float(action[6])
+            done = episode.step(action, control + 1 in schedule.calls_at)
+            replay.executed_controls += 1
+            if done:
+                replay.first_success_control = replay.executed_controls
+                replay.first_success_policy_call = len(replay.deliveries)
+                return replay
         return replay
     finally:
         episode.close()

@@ -27,6 +27,7 @@ from pytest_libero.files import folder_name_problem
 from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.builtin.factory import parse_policy_options
+from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 
 
@@ -35,6 +36,8 @@ class _Option:
     name: str
     help: str
     default: str | None = None
+    switch: bool = False
+    """A flag without a value (``--libero-realtime``): on when given."""
 
     @property
     def flag(self) -> str:
@@ -67,6 +70,9 @@ OPTIONS = (
     _Option("kind", "a perturbation kind of your own for --libero-perturb: module:Class "
             "(comma-separated for several), importable where cases run "
             "(docs/architecture.md)"),
+    _Option("realtime", "the realtime track: each reply is usable ceil(its measured latency / "
+            "50 ms) controls after its call, on a simulated clock; labelled apart, never "
+            "compared with synchronous results (docs/latency.md)", switch=True),
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
@@ -130,13 +136,14 @@ def register(parser: pytest.Parser) -> None:
     group = parser.getgroup("libero", "LIBERO evaluation (pytest-libero)")
     for option in OPTIONS:
         repeatable = option.name == "policy-option"
-        group.addoption(
-            option.flag,
-            dest=option.dest,
-            action="append" if repeatable else "store",
-            default=None,
-            help=option.help + (f" [default: {option.default}]" if option.default else ""),
-        )
+        help_text = option.help + (f" [default: {option.default}]" if option.default else "")
+        if option.switch:
+            group.addoption(option.flag, dest=option.dest, action="store_const", const="on",
+                            default=None, help=help_text)
+        else:
+            group.addoption(option.flag, dest=option.dest,
+                            action="append" if repeatable else "store", default=None,
+                            help=help_text)
         ini_type: Literal["linelist", "string"] = "linelist" if repeatable else "string"
         parser.addini(
             option.dest,
@@ -221,7 +228,16 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
         video_stride=int(_int_option(config, "video-stride") or 0),
         evidence=option_value(config, "evidence"),
         kinds=own_kinds,
+        clock=REALTIME if _switch(config, "realtime") else SYNCHRONOUS,
     )
+
+
+def _switch(config: pytest.Config, name: str) -> bool:
+    """A flag, on the command line or as an ini key (on/off, true/false, 1/0)."""
+    value = str(option_value(config, name) or "off").strip().lower()
+    if value not in ("on", "off", "true", "false", "1", "0"):
+        raise SetupError(f"libero_{name.replace('-', '_')}={value[:40]!r}: allowed: on, off")
+    return value in ("on", "true", "1")
 
 
 def gates(config: pytest.Config) -> Gates:

@@ -15,10 +15,12 @@ from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
 from pytest_libero.catalog.selection import SelectionRequest, select, shard
 from pytest_libero.config.profiles import Profile
 from pytest_libero.perturb import registry
+from pytest_libero.perturb.kind import Moment
 from pytest_libero.perturb.levels import perturb_identity
 from pytest_libero.protocol.budgets import Budget, decisions_budget, horizon_budget
+from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.identity import ood_identity, protocol_identity
+from pytest_libero.protocol.identity import ood_identity, protocol_identity, realtime_identity
 from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
 
 RENDER_MODES = ("consumed", "all")
@@ -72,6 +74,9 @@ class RunPlan:
     kinds: tuple[str, ...] = ()
     """Perturbation kinds of the operator's own (``module:Class``), registered by every
     process that runs or verifies a case of this plan."""
+    clock: str = SYNCHRONOUS
+    """``synchronous`` (the world waits for each reply) or ``realtime`` (each reply is
+    usable after its measured latency, protocol/clock.py): a track of its own."""
     shard: tuple[int, int] | None = None
     inapplicable: tuple[tuple[Entry, str], ...] = ()
     """Generated perturbations the selection asked for that cannot apply to their entry,
@@ -93,7 +98,11 @@ class RunPlan:
 
     @property
     def identity(self) -> str:
-        """The protocol identity of this run's mode (fast mode's is pinned, P12)."""
+        """The protocol identity of this run's mode (fast mode's is pinned, P12); the
+        realtime track has its own, so it is never merged with or compared to a
+        synchronous run."""
+        if self.clock == REALTIME:
+            return realtime_identity(self.mode)
         return protocol_identity(self.mode)
 
     @property
@@ -170,6 +179,7 @@ class RunPlan:
             "partial": self.partial,
             "not_applicable": {e.case_id: reason for e, reason in self.inapplicable},
             **({"kinds": list(self.kinds)} if self.kinds else {}),
+            **({"clock": self.clock} if self.clock != SYNCHRONOUS else {}),
         }
 
 
@@ -187,6 +197,7 @@ def make_plan(
     video_stride: int,
     evidence: str | None = None,
     kinds: tuple[str, ...] = (),
+    clock: str = SYNCHRONOUS,
 ) -> RunPlan:
     """Combine profile defaults with operator overrides, refusing bad values clearly."""
     catalog = load_catalog()
@@ -229,6 +240,7 @@ def make_plan(
         shard=shard_of,
         adapter=adapter,
         kinds=kinds,
+        clock=_checked_clock(clock, profile, selected),
         render=render,
         video_stride=video_stride,
         evidence=level,
@@ -242,6 +254,25 @@ def make_plan(
         return plan
     part = tuple(shard(selected, *shard_of, cost=lambda e: plan.budget_for(e).control_cap))
     return replace(plan, entries=part, owned=part)
+
+
+def _checked_clock(clock: str, profile: Profile, selected: tuple[Entry, ...]) -> str:
+    """The realtime track measures a served policy's own latency: refused where that
+    means nothing, or where a perturbation sets the delays itself."""
+    if clock == SYNCHRONOUS:
+        return clock
+    if not profile.served:
+        raise SetupError(f"--libero-realtime: profile {profile.name!r} runs in this process, "
+                         "where a call's latency measures nothing a robot would wait for; "
+                         "serve the policy (python -m pytest_libero.serve) and use a served "
+                         "profile, or leave --libero-realtime out")
+    for entry in selected:
+        perturbation = entry.perturbation
+        if perturbation is not None and Moment.CONTROL in registry.kind(perturbation.kind).moments():
+            raise SetupError(f"--libero-realtime measures every delay; --libero-perturb="
+                             f"{perturbation.kind}:{perturbation.level} sets them itself: "
+                             "run the two apart")
+    return clock
 
 
 def why_not_applicable(entry: Entry) -> str | None:

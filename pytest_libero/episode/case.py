@@ -19,12 +19,14 @@ from pytest_libero.catalog.placement import Placement
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.profiles import STATE_FED
 from pytest_libero.episode.loop import (
+    Delays,
     EpisodeListener,
     EpisodeResult,
     Tee,
     call_policy,
     error_record,
     run_episode,
+    synchronous,
 )
 from pytest_libero.episode.phases import Phase
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
@@ -33,6 +35,7 @@ from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.perturb import registry
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
+from pytest_libero.protocol.clock import REALTIME, measured_delay
 from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
@@ -193,9 +196,19 @@ def _drive(
         init_controls=episode.init_controls,
         listener=listener,
         out_of_bounds=plan.profile.out_of_bounds,
+        delays=delays_of(plan, episode),
     )
     timings["episode_s"] = round(time.perf_counter() - t0, 3)
     return result
+
+
+def delays_of(plan: RunPlan, episode: Any) -> Delays:
+    """Each reply's delay in controls: measured on the realtime track, else what the
+    case's perturbation sets through its episode (an adapter without ``delay``: none)."""
+    if plan.clock == REALTIME:
+        return lambda call, latency_s: measured_delay(latency_s)
+    delay: Delays = getattr(episode, "delay", synchronous)
+    return delay
 
 
 def setup_ahead(setup: Setup, turn: float | None) -> float:

@@ -6,6 +6,7 @@ adapter stay a thin translation layer."""
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pytest_libero.policy.contract import (
     validate_reply,
 )
 from pytest_libero.protocol.budgets import Budget, StopRule
+from pytest_libero.protocol.clock import ChunkTiming, Clock
 from pytest_libero.protocol.errors import EnvironmentFault, EpisodeError, PolicyTransportError
 from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
 
@@ -43,10 +45,14 @@ class EpisodeListener(Protocol):
         """A valid reply arrived; its prefix is about to execute."""
         ...
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None: ...
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
+        """Nothing more of this reply can run: when it was sent and usable, what of it ran."""
+        ...
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
-        """``frame`` renders on demand, so a listener that skips frames costs nothing."""
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
+        """``frame`` renders on demand, so a listener that skips frames costs nothing;
+        ``call``: the reply the action came from (None: a hold)."""
         ...
 
 
@@ -57,10 +63,11 @@ class _Silent:
     def on_decision(self, call: int, reply: Reply) -> None:
         pass
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
         pass
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
         pass
 
 
@@ -78,13 +85,14 @@ class Tee:
         for listener in self.listeners:
             listener.on_decision(call, reply)
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
         for listener in self.listeners:
-            listener.on_reply(call, reply, executed)
+            listener.on_reply(call, reply, timing)
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
         for listener in self.listeners:
-            listener.on_control(control, action, frame)
+            listener.on_control(control, action, frame, call)
 
 
 @dataclass
@@ -98,6 +106,10 @@ class Counters:
     stop_signals: int = 0
     first_success_control: int | None = None
     first_success_policy_call: int | None = None
+    held_controls: int = 0
+    """Controls with no usable action (a late reply): no motion, the last gripper command."""
+    stale_actions: int = 0
+    """Actions that arrived too late to run (the head of a late chunk)."""
 
     def as_record(self) -> CountersRecord:
         return CountersRecord(
@@ -108,6 +120,8 @@ class Counters:
             stop_signals=self.stop_signals,
             first_success_control=self.first_success_control,
             first_success_policy_call=self.first_success_policy_call,
+            held_controls=self.held_controls,
+            stale_actions=self.stale_actions,
         )
 
 
@@ -187,6 +201,15 @@ def error_record(exc: BaseException, kind: str | None = None) -> ErrorRecord:
     return record
 
 
+Delays = Callable[[int, float], int]
+"""A call's delay in controls, from its number and its measured latency in seconds."""
+
+
+def synchronous(call: int, latency_s: float) -> int:
+    """The synchronous protocol: every reply is usable at once."""
+    return 0
+
+
 def run_episode(
     env: EpisodeEnv,
     policy: Policy,
@@ -196,76 +219,129 @@ def run_episode(
     init_controls: int,
     listener: EpisodeListener | None = None,
     out_of_bounds: str = "error",
+    delays: Delays = synchronous,
 ) -> EpisodeResult:
     """Drive one episode to native success, truncation or error; never raise.
 
-    The policy must already be reset for this episode (see ``case.run_case``). With
-    ``out_of_bounds="clip"`` each executed prefix is clipped to [-1, 1] first and the
+    The policy must already be reset for this episode (see ``case.run_case``). Each
+    control's action comes from the simulated clock (protocol/clock.py): with every
+    delay 0, each reply's first K actions run before the next call. With
+    ``out_of_bounds="clip"`` each executed action is clipped to [-1, 1] first and the
     clips are tallied per chunk and for the episode.
     """
-    sink: EpisodeListener = listener or _Silent()
     result = EpisodeResult()
-    counters = result.counters
-    counters.init_controls = init_controls
+    result.counters.init_controls = init_controls
+    episode = _Episode(env, budget, listener or _Silent(), result, Clock(budget.replan_interval))
     consecutive_stops = 0
     try:
-        while True:
-            if counters.executed_controls >= budget.control_cap:
-                result.truncation = "control_cap"
-                break
-            if counters.policy_calls >= budget.max_policy_calls:
-                result.truncation = "policy_call_cap"
-                break
-            observation = _call_env(env.observe, counters.policy_calls, counters.executed_controls)
-            call = counters.policy_calls + 1
-            sink.on_observation(call, observation)
-            counters.policy_calls = call  # a call counts once made, answered or not
-            raw = call_policy(policy.infer, observation)
-            reply = validate_reply(raw, out_of_bounds)
-            sink.on_decision(call, reply)
-            executed = 0
-            clipping = None
-            if reply.actions is not None:
-                counters.decisions += 1
-                remaining = budget.control_cap - counters.executed_controls
-                prefix, clipping = clip_prefix(reply.actions[: min(budget.replan_interval, remaining)])
-                if clipping is not None:
-                    result.clipping.add(clipping)
-                # The images after a chunk are seen only if the budget allows a next call.
-                another = (call < budget.max_policy_calls
-                           and counters.executed_controls + len(prefix) < budget.control_cap)
-                for n, action in enumerate(prefix, start=1):
-                    success = _call_env(env.step, action, another and n == len(prefix))
-                    counters.executed_controls += 1
-                    executed += 1
-                    sink.on_control(counters.executed_controls, action, env.frame)
-                    if success:
-                        counters.first_success_control = counters.executed_controls
-                        counters.first_success_policy_call = call
-                        break
-            chunk: ChunkSummary = {
-                "call": call, "horizon": reply.horizon, "executed": executed, "stop": reply.stop
-            }
-            if clipping is not None:
-                chunk["clipped"] = {"values": clipping.values, "max_excess": clipping.max_excess}
-            result.chunks.append(chunk)
-            sink.on_reply(call, reply, executed)
-            if counters.first_success_control is not None:
+        while not episode.over():
+            reply = episode.call(policy, out_of_bounds, delays)
+            if episode.run_until_next_call():
                 result.outcome = "success"
                 result.termination = "success"
                 break
             if reply.stop:
-                counters.stop_signals += 1
+                result.counters.stop_signals += 1
                 consecutive_stops += 1
                 if stop_rule.consecutive is not None and consecutive_stops >= stop_rule.consecutive:
                     result.truncation = "voluntary_stop"
                     break
             else:
                 consecutive_stops = 0
+        episode.finish(everything=True)
     except EpisodeError as exc:
         result.outcome = "errored"
         result.error = error_record(exc)
+    result.counters.held_controls = episode.clock.held
     return result
+
+
+class _Episode:
+    """One episode's calls and controls on the simulated clock, and what it tells the
+    listener: each reply once nothing more of it can run, in call order."""
+
+    def __init__(self, env: EpisodeEnv, budget: Budget, sink: EpisodeListener,
+                 result: EpisodeResult, clock: Clock) -> None:
+        self.env, self.budget, self.sink, self.result, self.clock = env, budget, sink, result, clock
+        self.replies: dict[int, Reply] = {}
+        self.clips: dict[int, ClipTally] = {}
+
+    def over(self) -> bool:
+        """Whether the next call may not be made: the control cap or the call cap is reached."""
+        counters, budget = self.result.counters, self.budget
+        if counters.executed_controls >= budget.control_cap:
+            self.result.truncation = "control_cap"
+        elif counters.policy_calls >= budget.max_policy_calls:
+            self.result.truncation = "policy_call_cap"
+        return self.result.truncation is not None
+
+    def call(self, policy: Policy, out_of_bounds: str, delays: Delays) -> Reply:
+        """Send the next call with this control's observation; the reply joins the clock."""
+        counters = self.result.counters
+        sent_at = counters.executed_controls
+        observation = _call_env(self.env.observe, counters.policy_calls, sent_at)
+        call = counters.policy_calls + 1
+        self.sink.on_observation(call, observation)
+        counters.policy_calls = call  # a call counts once made, answered or not
+        started = time.perf_counter()
+        raw = call_policy(policy.infer, observation)
+        latency = time.perf_counter() - started
+        reply = validate_reply(raw, out_of_bounds)
+        self.sink.on_decision(call, reply)
+        if reply.actions is not None:
+            counters.decisions += 1
+        delay = delays(call, latency)
+        if type(delay) is not int or delay < 0:
+            raise EnvironmentFault(f"the delay of call {call} is {delay!r}, not a count of controls")
+        self.clock.send(ChunkTiming(call, sent_at, delay, round(latency, 6), reply.horizon),
+                        reply.actions)
+        self.replies[call] = reply
+        return reply
+
+    def run_until_next_call(self) -> bool:
+        """Run the controls up to the next call (or the control cap); True at native success."""
+        counters, budget = self.result.counters, self.budget
+        due = self.clock.next_call_at()
+        end = min(budget.control_cap, due)
+        # The images before the next call are seen only if the budget allows that call.
+        another = counters.policy_calls < budget.max_policy_calls and due < budget.control_cap
+        success = False
+        while counters.executed_controls < end and not success:
+            control = counters.executed_controls
+            action, source = self.clock.action(control)
+            self.finish(everything=False)  # a reply this one replaced is told before it runs
+            if source is not None:
+                action, clipping = clip_prefix(action[None, :])
+                action = action[0]
+                if clipping is not None:
+                    self.clips.setdefault(source.call, ClipTally()).add(clipping)
+            success = _call_env(self.env.step, action, another and control + 1 == due)
+            counters.executed_controls += 1
+            self.sink.on_control(counters.executed_controls, action, self.env.frame,
+                                 None if source is None else source.call)
+            if success:
+                counters.first_success_control = counters.executed_controls
+                counters.first_success_policy_call = counters.policy_calls
+        self.finish(everything=success)
+        return success
+
+    def finish(self, *, everything: bool) -> None:
+        """Tell the listener of every reply nothing more of which can run."""
+        for timing in self.clock.finished(everything=everything):
+            reply = self.replies.pop(timing.call)
+            chunk: ChunkSummary = {
+                "call": timing.call, "horizon": reply.horizon, "executed": timing.executed,
+                "stop": reply.stop, "sent_at_control": timing.sent_at,
+                "usable_at_control": timing.usable_at, "delay_controls": timing.delay,
+                "latency_s": timing.latency_s, "first_executed_index": timing.first_executed,
+            }
+            tally = self.clips.pop(timing.call, None)
+            if tally is not None:
+                chunk["clipped"] = {"values": tally.values, "max_excess": tally.max_excess}
+                self.result.clipping.add(Clipping(tally.values, tally.max_excess))
+            self.result.counters.stale_actions += timing.stale
+            self.result.chunks.append(chunk)
+            self.sink.on_reply(timing.call, reply, timing)
 
 
 def _guarded(fault: type[EpisodeError], who: str, fn: Callable[..., Any], *args: Any) -> Any:

@@ -52,6 +52,10 @@ class CountersRecord(TypedDict):
     stop_signals: int
     first_success_control: int | None
     first_success_policy_call: int | None
+    held_controls: NotRequired[int]
+    """Controls with no usable action: no motion, the last gripper (0 when synchronous)."""
+    stale_actions: NotRequired[int]
+    """Actions that arrived too late to run, the heads of late chunks."""
 
 
 class ClipRecord(TypedDict):
@@ -67,7 +71,15 @@ class ChunkSummary(TypedDict):
     call: int
     horizon: int
     executed: int
+    """How many of its actions ran, from ``first_executed_index`` on."""
     stop: bool
+    sent_at_control: NotRequired[int]
+    """The control whose observation the call carried (protocol/clock.py)."""
+    usable_at_control: NotRequired[int]
+    delay_controls: NotRequired[int]
+    latency_s: NotRequired[float]
+    """Wall seconds around the call, as the evaluator saw it."""
+    first_executed_index: NotRequired[int | None]
     clipped: NotRequired[ClipRecord]
 
 

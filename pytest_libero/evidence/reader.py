@@ -158,13 +158,23 @@ class ChunkRecord:
     raw_reply: dict[str, Any] | None = None
     """The server's reply before a transport mapped it (GR00T's action keys): arrays
     exactly, anything else as the text the writer kept."""
+    sent_at_control: int | None = None
+    """The simulated clock (protocol/clock.py): the control the call was sent at; None
+    in a record written before the clock, whose chunks ran one after another."""
+    first_executed_index: int | None = None
+    """The index of the chunk's first executed action (None: none ran, or an old record)."""
+    delay_controls: int = 0
 
     @property
     def executed_actions(self) -> np.ndarray | None:
-        """What the simulator ran: the clipped prefix, or the chunk's first actions."""
+        """What the simulator ran: as clipped, or the chunk's actions from the first
+        executed one (on an incomplete line, ``actions`` holds only what ran)."""
         if self.clipped is not None:
             return self.clipped
-        return None if self.actions is None else self.actions[: self.executed]
+        if self.actions is None:
+            return None
+        first = 0 if not self.complete else (self.first_executed_index or 0)
+        return self.actions[first:first + self.executed]
 
 
 def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
@@ -185,7 +195,8 @@ def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
         if raw is not None:
             raw = {k: decode_array(v) if isinstance(v, dict) else v for k, v in raw.items()}
         yield ChunkRecord(line["call"], actions, line["horizon"], line["executed"],
-                          line["stop"], line["complete"], ran, raw)
+                          line["stop"], line["complete"], ran, raw, line.get("sent_at_control"),
+                          line.get("first_executed_index"), int(line.get("delay_controls") or 0))
 
 
 def _require(folder: Path, name: str) -> Path:

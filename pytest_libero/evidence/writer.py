@@ -71,6 +71,7 @@ from pytest_libero.evidence.layout import (
     stream_name,
 )
 from pytest_libero.policy.contract import RAW_REPLY, Observation, Reply
+from pytest_libero.protocol.clock import ChunkTiming
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 
@@ -112,8 +113,10 @@ class CaseEvidence:
         self._observations = 0
         self._chunks = 0
         self._controls = 0
-        self._last_call: int | None = None
-        self._pending: list[np.ndarray] = []  # controls of the current chunk, at most K
+        self._pending: dict[int, list[np.ndarray]] = {}  # executed actions of replies not yet told
+        self._untold: list[int] = []  # replies decided, not yet told finished (call order)
+        self._sent_at: dict[int, int] = {}
+        self._first_control: dict[int, int] = {}
         self._summary: dict[str, Any] | None = None
         self._close_error: EvidenceError | None = None
 
@@ -154,37 +157,46 @@ class CaseEvidence:
             "proprio": proprio,
         }
         self._write_line(self._index, line)
+        self._sent_at[call] = observation.executed_controls
         self._observations += 1
-        self._last_call = call
 
     def on_decision(self, call: int, reply: Reply) -> None:
-        pass
+        self._untold.append(call)
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
         self._require_open()
         line: dict[str, Any] = {
             "call": call,
             "horizon": reply.horizon,
-            "executed": executed,
+            "executed": timing.executed,
             "stop": reply.stop,
             "actions": None if reply.actions is None else encode_array(reply.actions),
             "extras": sorted(map(str, reply.extras)),
             "complete": True,
+            "sent_at_control": timing.sent_at,
+            "usable_at_control": timing.usable_at,
+            "delay_controls": timing.delay,
+            "first_executed_index": timing.first_executed,
         }
         raw = reply.extras.get(RAW_REPLY)
         if isinstance(raw, Mapping):
             line["raw_reply"] = {str(k): _exact(v) for k, v in raw.items()}
-        if reply.actions is not None and self._pending:
-            ran = np.stack(self._pending)
-            if not np.array_equal(ran, reply.actions[:executed]):
+        self._untold.remove(call)
+        pending = self._pending.pop(call, [])
+        if reply.actions is not None and pending:
+            ran = np.stack(pending)
+            first = timing.first_executed or 0
+            if not np.array_equal(ran, reply.actions[first:first + timing.executed]):
                 line["executed_actions"] = encode_array(ran)  # clipped before execution
         self._write_line(self._actions, line)
         self._chunks += 1
-        self._pending.clear()
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
         self._require_open()
-        self._pending.append(np.array(action, dtype=np.float64))
+        if call is not None:
+            self._first_control.setdefault(call, control - 1)
+            self._pending.setdefault(call, []).append(np.array(action, dtype=np.float64))
         self._controls = control
         if control % self.video_stride == 0:
             self._video_write(frame())
@@ -204,15 +216,22 @@ class CaseEvidence:
                 raise self._close_error
             return self._summary
         try:
-            if self._pending and not self._actions.closed:
-                # The episode ended inside a chunk (an error mid-chunk): keep what ran.
-                executed = np.stack(self._pending)
+            for call in self._untold:
+                if self._actions.closed:
+                    break
+                # The episode ended while the reply could still run (an error mid-chunk):
+                # keep what ran of it, and when.
+                ran = self._pending.get(call, [])
+                sent = self._sent_at.get(call)
+                first = self._first_control.get(call)
                 self._write_line(self._actions, {
-                    "call": self._last_call, "horizon": None, "executed": len(executed),
-                    "stop": None, "actions": encode_array(executed), "extras": [],
-                    "complete": False,
+                    "call": call, "horizon": None, "executed": len(ran), "stop": None,
+                    "actions": encode_array(np.stack(ran)) if ran else None, "extras": [],
+                    "complete": False, "sent_at_control": sent,
+                    "first_executed_index": None if first is None or sent is None else first - sent,
                 })
-                self._pending.clear()
+            self._untold.clear()
+            self._pending.clear()
             for handle in (self._index, self._actions):
                 if not handle.closed:
                     handle.flush()

@@ -55,6 +55,8 @@ class Moment(enum.Enum):
     """Once settled, before the first observation."""
     DELIVERY = "delivery"
     """On every observation delivered to the policy; the simulator is untouched."""
+    CONTROL = "control"
+    """In the control loop: when each reply becomes usable (protocol/clock.py)."""
 
 
 HOOKS: Final[Mapping[Moment, tuple[str, ...]]] = {
@@ -63,6 +65,7 @@ HOOKS: Final[Mapping[Moment, tuple[str, ...]]] = {
     Moment.PLACEMENT: ("set_up",),
     Moment.SETTLED: ("on_settled",),
     Moment.DELIVERY: ("deliver",),
+    Moment.CONTROL: ("delay",),
 }
 """The :class:`Applied` methods that act at each simulator moment."""
 
@@ -146,6 +149,11 @@ class Applied:
     def deliver(self, images: dict[str, np.ndarray], policy_call: int) -> dict[str, np.ndarray]:
         """The images the policy is given at ``policy_call`` (the simulator's own are untouched)."""
         return images
+
+    def delay(self, policy_call: int, latency_s: float) -> int:
+        """How many controls after it was sent ``policy_call``'s reply becomes usable
+        (0: at once, the synchronous protocol); ``latency_s`` is what the call took."""
+        return 0
 
 
 class KindApplied(Applied):

@@ -17,6 +17,7 @@ from pytest_libero.data import (
     OOD_INVENTORY_FILE,
     data_path,
 )
+from pytest_libero.protocol.clock import realtime_parameters
 from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
 from pytest_libero.protocol.parameters import full_schedule_parameters, protocol_parameters
 
@@ -49,6 +50,13 @@ def ood_identity(mode: str = "fast") -> str:
         "ood_catalog_sha256": sha256_bytes(data_path(OOD_CATALOG_FILE).read_bytes()),
         "ood_inventory_sha256": sha256_bytes(data_path(OOD_INVENTORY_FILE).read_bytes()),
     }, mode, "OOD")
+
+
+@cache
+def realtime_identity(mode: str = "fast") -> str:
+    """The realtime track's identity: its mode's protocol payload plus the clock's rule,
+    so no realtime result passes for a synchronous one, nor the other way round."""
+    return identity_with("libero-realtime", {"clock": realtime_parameters()}, mode, "realtime")
 
 
 def identity_with(prefix: str, extra: dict[str, object], mode: str, what: str) -> str:

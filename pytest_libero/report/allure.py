@@ -44,7 +44,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.renderer import describe, standing
 from pytest_libero.files import write_text_atomic
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, read_json
+from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, read_json, read_summary
 from pytest_libero.results.run_reader import load_run
 from pytest_libero.results.summary import safety_class, safety_verdict
 
@@ -110,7 +110,8 @@ def report_case(
         )
 
 
-def write_environment(alluredir: Path, run: Mapping[str, Any]) -> None:
+def write_environment(alluredir: Path, run: Mapping[str, Any],
+                      summary: Mapping[str, Any] | None = None) -> None:
     """Write environment.properties and categories.json for the run.
 
     Call it once, on the controller (with xdist, where config has no workerinput),
@@ -118,7 +119,8 @@ def write_environment(alluredir: Path, run: Mapping[str, Any]) -> None:
     process starts. Files are replaced atomically, so a reader never sees half a file.
     """
     alluredir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{_escape_key(k)}={_escape_value(v)}" for k, v in environment_items(run)]
+    items = environment_items(run) + latency_items(summary or {})
+    lines = [f"{_escape_key(k)}={_escape_value(v)}" for k, v in items]
     write_text_atomic(alluredir / "environment.properties", "\n".join(lines) + "\n")
     write_text_atomic(alluredir / "categories.json", json.dumps(CATEGORIES, indent=2) + "\n")
 
@@ -127,8 +129,9 @@ class AllureEnvironment:
     """Writes the run's identities into the Allure results folder when the session ends.
 
     Registered on the controller only (with xdist, where config has no workerinput),
-    so each file is written once. A run.json that cannot be read is a warning with the
-    answer every command gives, never a traceback at the session's end.
+    so each file is written once, after the recorder wrote the summary (its latency is
+    shown too). A run.json that cannot be read is a warning with the answer
+    every command gives, never a traceback at the session's end.
     """
 
     def __init__(self, run_dir: Path) -> None:
@@ -140,7 +143,8 @@ class AllureEnvironment:
         if not alluredir:
             return
         try:
-            write_environment(Path(alluredir), load_run(self.run_dir))
+            summary = read_summary(self.run_dir) if (self.run_dir / SUMMARY_NAME).is_file() else None
+            write_environment(Path(alluredir), load_run(self.run_dir), summary)
         except (OSError, SetupError) as exc:
             session.config.issue_config_time_warning(pytest.PytestWarning(
                 f"pytest-libero: could not write the Allure environment: {exc}"), stacklevel=2)
@@ -176,6 +180,17 @@ def write_figure_result(alluredir: Path, figure: Path, run: Mapping[str, Any]) -
     return path
 
 
+def latency_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's latency percentiles and clock figures (summary.json's ``latency``)."""
+    block = summary.get("latency")
+    if not isinstance(block, Mapping):
+        return []
+    shown = ", ".join(f"{key[:-2]} {float(block[key]) * 1000:.1f} ms"
+                      for key in ("p50_s", "p95_s", "p99_s", "max_s") if block.get(key) is not None)
+    return [("latency", f"{shown} over {block.get('calls')} calls ({block.get('clock')} track)"),
+            ("held_control_ratio", str(block.get("held_control_ratio")))]
+
+
 def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The run's identities from run.json, flattened to ordered key/value pairs."""
     plan = run.get("plan") or {}
@@ -196,7 +211,7 @@ def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
         items.append((f"source_pin.{key}", str(value)))
     for dist, version in (run.get("installed") or {}).items():
         items.append((f"installed.{dist}", "not installed" if version is None else str(version)))
-    for key in ("track", "budget_mode", "max_policy_calls", "replan_interval", "mode"):
+    for key in ("track", "clock", "budget_mode", "max_policy_calls", "replan_interval", "mode"):
         if plan.get(key) is not None:
             items.append((f"plan.{key}", str(plan[key])))
     if isinstance(run.get("renderer"), Mapping):  # absent before renderer fingerprints

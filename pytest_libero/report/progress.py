@@ -35,6 +35,7 @@ import pytest
 
 from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord
 from pytest_libero.policy.contract import Observation, Reply
+from pytest_libero.protocol.clock import ChunkTiming
 
 if TYPE_CHECKING:
     from _pytest._io import TerminalWriter
@@ -139,10 +140,11 @@ class CaseProgress:
     def on_decision(self, call: int, reply: Reply) -> None:
         self.update({"policy_calls": call})
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
         pass
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
         self.update({"executed_controls": control})
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.protocol.clock import REALTIME
 from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
@@ -38,6 +39,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if summary.get("evidence_class") == "infrastructure"
         else ""
     )
+    if (summary.get("latency") or {}).get("clock") == REALTIME:
+        label += (" on the realtime track (each reply usable after its measured latency; "
+                  "never compared with synchronous results)")
     counts = summary["counts"]
     lines = [
         f"profile {summary.get('profile')}{label}",
@@ -61,6 +65,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if horizons.get("note"):
         lines.append(f"{horizons['note']} ({horizons['short_cases']} of "
                      f"{summary['counts']['completed'] + summary['counts']['errored']} cases)")
+    lines += latency_lines(summary.get("latency"))
     clipping = summary.get("clipping") or {}
     if clipping.get("values"):
         lines.append(
@@ -68,6 +73,19 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"of {clipping['cases']} case(s) were outside [-1, 1] (largest excess "
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
+    return lines
+
+
+def latency_lines(block: dict[str, Any] | None) -> list[str]:
+    """The policy's latency, as every run measures it, and on a delayed clock what it cost."""
+    if not block:
+        return []
+    ms = ", ".join(f"{key[:-2]} {block[key] * 1000:.1f} ms" for key in ("p50_s", "p95_s", "p99_s", "max_s"))
+    lines = [f"latency per call ({block['clock']} track): {ms} over {block['calls']} calls"]
+    if block.get("held_control_ratio"):
+        lines.append(f"held controls: {block['held_control_ratio']:.1%} of the simulated time; "
+                     f"{block['decisions_per_simulated_s']:.2f} decisions per simulated second; "
+                     f"{block['stale_actions']} stale actions never ran")
     return lines
 
 

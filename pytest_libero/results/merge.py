@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.clock import SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.folder import RunFolder
@@ -104,6 +105,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             partial=first["plan"].get("partial") or [],
             selection=first["plan"]["selection"],
             state_fed=first["plan"]["profile"].get("state_fed"),  # absent before it existed
+            clock=first["plan"].get("clock", SYNCHRONOUS),
         )
         summary["renderer"] = renderer_summary(renderer_uses(records.values(), first), first)
         target.write_json(SUMMARY_NAME, summary)

@@ -172,6 +172,7 @@ class Recorder:
             partial=self.plan.partial,
             selection=self.plan.selection.as_dict(),
             state_fed=self.plan.profile.state_fed,
+            clock=self.plan.clock,
         )
         session = {"renderer": self.plan.renderer}
         summary["renderer"] = renderer_summary(

@@ -24,7 +24,9 @@ from typing import Any
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import Catalog, Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.clock import SYNCHRONOUS
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK
+from pytest_libero.results.latency import latency_summary
 from pytest_libero.results.published import AVERAGE, PublishedResults, load_published
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 from pytest_libero.results.robustness import robustness_summary, suite_key
@@ -44,6 +46,7 @@ def summarize(
     partial: Sequence[str] = (),
     selection: Mapping[str, Any] | None = None,
     state_fed: str | None = None,
+    clock: str = SYNCHRONOUS,
     **identity: Any,
 ) -> dict[str, Any]:
     """Counts of every outcome class and rates per suite and overall.
@@ -75,6 +78,9 @@ def summarize(
         "unattempted": [c for c in selected if c not in records],
         "clipping": clipping_totals(done),
     }
+    latency = latency_summary(done, clock)
+    if latency is not None:
+        summary["latency"] = latency
     horizons = reply_horizons(done)
     if horizons is not None:
         summary["reply_horizon"] = horizons

@@ -30,6 +30,7 @@ from pytest_libero.episode.host.messages import (
 )
 from pytest_libero.episode.phases import Phase
 from pytest_libero.policy.contract import Observation, Reply
+from pytest_libero.protocol.clock import ChunkTiming
 
 if TYPE_CHECKING:
     from pytest_libero.episode.setup import Setup
@@ -55,10 +56,11 @@ class Heartbeat:
         self.counters["policy_calls"] = call
         self.phase(Phase.STEP)
 
-    def on_reply(self, call: int, reply: Reply, executed: int) -> None:
+    def on_reply(self, call: int, reply: Reply, timing: ChunkTiming) -> None:
         pass
 
-    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray]) -> None:
+    def on_control(self, control: int, action: np.ndarray, frame: Callable[[], np.ndarray],
+                   call: int | None = None) -> None:
         self.counters["executed_controls"] = control
         self.phase(Phase.STEP)
 
