@@ -85,7 +85,8 @@ OPTIONS = (
             "from the profile"),
     _Option("policy-option", "KEY=VALUE passed to the profile's policy factory, repeatable "
             "(e.g. actions=path.npy for replay); ini: one per line"),
-    _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
+    _Option("endpoint", "policy server address, overriding the profile's: ws://HOST:PORT for "
+            "openpi-style websocket servers, tcp://HOST:PORT for GR00T's ZeroMQ server"),
     _Option("call-timeout", "seconds one policy call may take before the case errors; "
             "overrides the profile's"),
     _Option("server-wait", "seconds to wait for a policy server that is not answering yet "
