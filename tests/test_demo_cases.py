@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runs import run_folder, run_records, run_pytest
+from harness.runs import run_folder, run_pytest, run_records
 from pytest_libero.data import DEMOS_FOLDER, data_path
 
 pytestmark = pytest.mark.simulator
