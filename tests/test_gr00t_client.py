@@ -644,3 +644,21 @@ def test_a_profile_state_constant_must_be_what_its_dtype_holds(values: str, dtyp
     with pytest.raises(SetupError, match=rf"request\.state\.state\.x\.values is .*{words}"):
         parse_profile(text.encode(), "x.toml")
 
+
+def test_the_custom_profile_in_docs_gr00t_md_loads_and_matches_the_shipped_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The profile file docs/gr00t.md shows for another host, a pinned wire and a token."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "gr00t.md").read_text()
+    [block] = [b.split("\n", 1)[1] for b in docs.split("```toml")[1:]
+               if 'name = "my-gr00t"' in b.split("```")[0]]
+    text = block.split("```")[0]
+    profile = parse_profile(text.encode(), "docs/gr00t.md")
+    shipped = load_profile("gr00t")
+    assert (profile.endpoint, profile.settings.wire) == ("tcp://gpu-box:5555", "msgpack-numpy")
+    assert profile.settings.api_token_env == "GR00T_API_TOKEN"
+    monkeypatch.setenv("GR00T_API_TOKEN", "t0ken")
+    assert profile.settings.api_token == "t0ken"
+    # The same request and reply as the shipped profile: only the keys shown differ.
+    assert profile.identity()["request_layout"] == shipped.identity()["request_layout"]
+    assert (profile.replan_interval, profile.state_fed) == (shipped.replan_interval, "constant")
