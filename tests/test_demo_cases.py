@@ -1,4 +1,4 @@
-"""`pytest --libero-profile=demo`, exactly as the README tells a newcomer to run it.
+"""`pytest --libero-profile=demo --alluredir=...`, as the README tells a newcomer to run it.
 
 Every shipped demonstration must still succeed on the pinned stack, at the control its
 provenance records, with a video per case: the demo is the evidence that a fresh
@@ -22,7 +22,7 @@ DEMOS = Path(str(data_path(DEMOS_FOLDER)))
 
 
 def test_the_demo_passes_every_case_with_a_video(tmp_path: Path) -> None:
-    done = run_pytest(["--libero-profile=demo"], tmp_path,
+    done = run_pytest(["--libero-profile=demo", "--alluredir=allure-demo"], tmp_path,
                       env={**os.environ, "MUJOCO_GL": "egl"}, timeout=1200)
     out = done.stdout
     recorded = {meta["case"]: meta for meta in
@@ -44,3 +44,10 @@ def test_the_demo_passes_every_case_with_a_video(tmp_path: Path) -> None:
         assert first == recorded[case]["first_success_control"], case
         assert record["policy_metadata"]["demos"][case] == recorded[case]["actions_sha256"]
         assert (run / "cases" / case / "episode.mp4").stat().st_size > 0, case
+    # Allure labels each case infrastructure evidence and names the recording in its panel.
+    results = [json.loads(p.read_text()) for p in (tmp_path / "allure-demo").glob("*-result.json")]
+    assert sorted(r["status"] for r in results) == ["passed"] * len(recorded)
+    for result in results:
+        assert {"name": "tag", "value": "INFRASTRUCTURE EVIDENCE"} in result["labels"]
+    panel = (tmp_path / "allure-demo" / "environment.properties").read_text()
+    assert "profile.description=Recorded demonstrations replayed open loop" in panel
