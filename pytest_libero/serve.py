@@ -28,7 +28,7 @@ from pytest_libero.protocol.errors import SetupError
 
 
 def build_served_policy(spec: str, options: dict[str, Any]) -> Policy:
-    """A shipped in-process profile name (zero, random, replay) or ``module:factory``."""
+    """A shipped in-process profile name (zero, random, replay, demo) or ``module:factory``."""
     if ":" in spec:
         policy: Policy = build_inprocess(spec, options, f"--policy {spec}")
         return policy
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Serve a Python policy on an openpi-compatible websocket server.",
     )
     parser.add_argument("--policy", required=True,
-                        help="zero, random, replay, or an importable module:factory")
+                        help="zero, random, replay, demo, or an importable module:factory")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="keyword argument for the policy factory (repeatable)")
     parser.add_argument("--host", default="127.0.0.1")

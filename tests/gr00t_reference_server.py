@@ -13,7 +13,12 @@ the array form it reads and writes, as Isaac-GR00T's two server generations do:
 
 A request in the form the server does not read reaches its handler as a plain dict,
 and its strict observation check answers as upstream's LIBERO wrapper does (``Video key
-'image' must be a numpy array. Got <class 'dict'>``).
+'image' must be a numpy array. Got <class 'dict'>``). Two more of upstream's strict
+checks, in its words: ``wrapped=False`` is a server started without
+``--use-sim-policy-wrapper`` (its policy wants nested observations and answers a flat one
+with ``Observation must contain a 'video' key``), and ``answers`` other than ``horizon``
+is a model whose replies its modality config does not describe (the output check answers
+``Action key 'x's horizon must be 16. Got 4``).
 
 Behaviour, as GR00T N1.6's ``PolicyServer``: one ZeroMQ REP socket on 127.0.0.1, one
 request at a time; ``{"endpoint": NAME, "data": {...}}`` (+ ``api_token``) on ``ping``,
@@ -165,6 +170,17 @@ def check_observation(observation: Any) -> None:
         raise ValueError(f"Language key '{LANGUAGE_KEY}' must be a list of strings")
 
 
+def check_action(actions: dict[str, np.ndarray], horizon: int) -> None:
+    """Upstream's strict output check of the sim wrapper, in its words."""
+    for key in ACTION_KEYS:
+        name = key.split(".", 1)[1]
+        if key not in actions:
+            raise AssertionError(f"Action key '{key}' must be in action")
+        if actions[key].shape[1] != horizon:
+            raise AssertionError(f"Action key '{name}'s horizon must be {horizon}. "
+                                 f"Got {actions[key].shape[1]}")
+
+
 def scripted_actions(call: int, horizon: int = HORIZON) -> dict[str, np.ndarray]:
     """A distinct, in-range chunk per call: each axis (1, horizon, 1) float32; the
     gripper in [0, 1] crosses 0.5 so the gr00t_libero transform shows both signs."""
@@ -181,7 +197,8 @@ class Gr00tReferenceServer:
 
     def __init__(self, hook: Hook | None = None, *, port: int = 0,
                  api_token: str | None = None, generation: str = "npy",
-                 horizon: int = HORIZON, marked: bool = True) -> None:
+                 horizon: int = HORIZON, marked: bool = True, wrapped: bool = True,
+                 answers: int | None = None) -> None:
         assert generation in GENERATIONS
         self.hook = hook
         self.requested_port = port
@@ -189,6 +206,9 @@ class Gr00tReferenceServer:
         self.generation = generation
         self.horizon = horizon
         self.marked = marked
+        self.wrapped = wrapped
+        self.answers = horizon if answers is None else answers
+        """The actions the model answers per call (its config says ``horizon``)."""
         self.requests: list[dict[str, Any]] = []
         """Every decoded request, in arrival order."""
         self.actions: list[dict[str, np.ndarray]] = []
@@ -294,8 +314,11 @@ class Gr00tReferenceServer:
         if endpoint == "get_action":
             if not isinstance(data, dict) or set(data) != {"observation", "options"}:
                 raise ValueError(f"get_action data must be {{observation, options}}, got {data!r}")
+            if not self.wrapped and "video" not in data["observation"]:
+                raise AssertionError("Observation must contain a 'video' key")
             check_observation(data["observation"])
-            actions = scripted_actions(count, self.horizon)
+            actions = scripted_actions(count, self.answers)
+            check_action(actions, self.horizon)
             self.actions.append(actions)
             return [actions, {}]
         raise ValueError(f"Unknown endpoint: {endpoint}")

@@ -250,14 +250,18 @@ def token_profile(endpoint: str, env: str | None) -> Any:
     return parse_profile(text.encode(), "token.toml").with_overrides(endpoint=endpoint, wait_s=3.0)
 
 
-@pytest.mark.parametrize(("env", "value", "words"), [
-    (None, None, "no token was sent: the profile sets no policy.api_token_env"),
+@pytest.mark.parametrize(("env", "value", "words", "advice"), [
+    (None, None, "no token was sent: the profile sets no policy.api_token_env",
+     "Use a profile of your own that names the variable holding the token"),
     (TOKEN_ENV, None, f"no token was sent: policy.api_token_env names {TOKEN_ENV}, which is "
-                      "not set here"),
-    (TOKEN_ENV, "wrong", f"the token in ${TOKEN_ENV} was sent"),
+                      "not set here", f"Export {TOKEN_ENV} with the token the server was given"),
+    # Set and exported, but not the server's: the token was refused, not missing.
+    (TOKEN_ENV, "wrong", f"the token in ${TOKEN_ENV} was sent and the server refused it: it "
+                         "is not the token the server was given",
+     f"Export the server's token as {TOKEN_ENV}"),
 ])
-def test_a_refused_token_is_a_usage_error_that_names_policy_api_token_env(
-    monkeypatch: pytest.MonkeyPatch, env: str | None, value: str | None, words: str,
+def test_a_refused_token_is_a_usage_error_that_says_what_was_sent_and_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, value: str | None, words: str, advice: str,
 ) -> None:
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     if value is not None:
@@ -269,8 +273,10 @@ def test_a_refused_token_is_a_usage_error_that_names_policy_api_token_env(
         facts = preflight(token_profile(server.uri, TOKEN_ENV))
     text = str(caught.value)
     assert f"the GR00T server at {server.uri} (profile 'gr00t'" in text
-    assert f"refused the API token ({words})" in text
-    assert "Set policy.api_token_env in the profile" in text and "no case was run" in text
+    assert f"refused the API token ({words}" in text
+    assert advice in text and "no case was run" in text
+    if value is not None:  # the variable is set and exported: no advice to set it
+        assert "api_token_env =" not in text and "not set" not in text
     assert "s3cret" not in text and "wrong" not in text  # a token is never printed
     assert facts["wire"] == "npy"
 
@@ -314,6 +320,53 @@ def test_a_server_whose_generation_cannot_be_told_is_a_usage_error_unless_pinned
     assert "(get_action) answered with an error" in text
     assert "Video key 'image' must be a numpy array. Got <class 'dict'>" in text
     assert "sent its arrays in the npy form" in text and 'policy.wire = "msgpack-numpy"' in text
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
+def test_a_reply_the_server_s_own_output_check_refuses_is_named_as_the_reply(
+    generation: str,
+) -> None:
+    # The model answers 4 steps under a 16-step config: GR00T's strict check_action fails
+    # after the model ran. The request was fine; the message must say it was the reply.
+    with Gr00tReferenceServer(generation=generation, horizon=16, answers=4) as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(gr00t_profile(server.uri, 3.0))
+        policy = policy_for(server)
+        try:
+            policy.reset()
+            with pytest.raises(EpisodeError) as in_case:
+                policy.infer(observation())
+        finally:
+            policy.close()
+    text = str(caught.value)
+    assert "answered the probe get_action with an error from its own output check" in text
+    assert "the reply its model produced failed it, not our request" in text
+    assert "\"Action key 'x's horizon must be 16. Got 4\"" in text  # the server's words
+    assert "refused a preflight request" not in text and "no case was run" in text.lower()
+    assert in_case.value.cause == "server_error"
+    assert "output check refused its own model's reply, not the request" in str(in_case.value)
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
+def test_a_server_without_the_sim_policy_wrapper_is_told_to_start_with_it(
+    generation: str,
+) -> None:
+    with Gr00tReferenceServer(generation=generation, wrapped=False) as server:
+        with pytest.raises(SetupError) as caught:
+            preflight(gr00t_profile(server.uri, 3.0))
+        policy = policy_for(server)
+        try:
+            policy.reset()
+            with pytest.raises(EpisodeError) as in_case:
+                policy.infer(observation())
+        finally:
+            policy.close()
+    text = str(caught.value)
+    assert "refused the probe get_action with \"Observation must contain a 'video' key\"" in text
+    assert "started without the sim-policy wrapper" in text
+    assert "Restart it with --use-sim-policy-wrapper" in text and "no case was run" in text
+    assert "refused a preflight request" not in text
+    assert "restart it with --use-sim-policy-wrapper" in str(in_case.value)
 
 
 def test_a_pin_that_contradicts_the_server_marker_is_a_usage_error() -> None:
@@ -472,7 +525,7 @@ def test_a_refused_token_stops_the_run_before_any_case(pytester: pytest.Pytester
                                     "--libero-server-wait=3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     error = "\n".join(result.stderr.lines)
-    assert "refused the API token (no token was sent: the profile sets no policy.api_token_env)" in error
+    assert "refused the API token (no token was sent: the profile sets no policy.api_token_env. " in error
     assert not (pytester.path / "libero-results").exists()
     assert server.endpoints() == ["ping"]
 
@@ -590,3 +643,22 @@ def test_a_profile_state_constant_must_be_what_its_dtype_holds(values: str, dtyp
         f'"state.x" = {{ dtype = "{dtype}", values = {values}, option = "state.x" }}')
     with pytest.raises(SetupError, match=rf"request\.state\.state\.x\.values is .*{words}"):
         parse_profile(text.encode(), "x.toml")
+
+
+def test_the_custom_profile_in_docs_gr00t_md_loads_and_matches_the_shipped_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The profile file docs/gr00t.md shows for another host, a pinned wire and a token."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "gr00t.md").read_text()
+    [block] = [b.split("\n", 1)[1] for b in docs.split("```toml")[1:]
+               if 'name = "my-gr00t"' in b.split("```")[0]]
+    text = block.split("```")[0]
+    profile = parse_profile(text.encode(), "docs/gr00t.md")
+    shipped = load_profile("gr00t")
+    assert (profile.endpoint, profile.settings.wire) == ("tcp://gpu-box:5555", "msgpack-numpy")
+    assert profile.settings.api_token_env == "GR00T_API_TOKEN"
+    monkeypatch.setenv("GR00T_API_TOKEN", "t0ken")
+    assert profile.settings.api_token == "t0ken"
+    # The same request and reply as the shipped profile: only the keys shown differ.
+    assert profile.identity()["request_layout"] == shipped.identity()["request_layout"]
+    assert (profile.replan_interval, profile.state_fed) == (shipped.replan_interval, "constant")

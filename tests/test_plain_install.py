@@ -1,4 +1,5 @@
-"""A plain ``pip install pytest-libero`` (no extras) gives ``pytest --alluredir``.
+"""A plain ``pip install pytest-libero`` (no extras) gives ``pytest --alluredir`` and
+the demo's shipped recordings.
 
 This is the whole real install, not a cheaper stand-in: a fresh venv and pip
 resolving this checkout's own dependencies from the package index. Measured here it
@@ -69,6 +70,21 @@ def test_plain_install_accepts_alluredir(plain_venv: Path, tmp_path: Path) -> No
     )
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert "2 tests collected" in collected.stdout
+
+    # The demo's recordings ship in the wheel: its default selection collects, and the
+    # policy finds every recording beside its provenance in the installed package.
+    demo = subprocess.run(
+        pytest_argv("--libero-profile=demo", "--collect-only", "-q", python=python),
+        capture_output=True, text=True, cwd=work, env=env, timeout=300,
+    )
+    assert demo.returncode == 0 and "5 tests collected" in demo.stdout, demo.stdout + demo.stderr
+    loaded = subprocess.run(
+        [python, "-c", "from pytest_libero.policy.builtin import DemoPolicy; "
+         "print(sorted(DemoPolicy().metadata['demos']))"],
+        capture_output=True, text=True, cwd=work, env=env, timeout=120,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.count("libero_") == 5, loaded.stdout
 
     helped = subprocess.run([str(plain_venv / "pytest-libero"), "report", "--help"],
                             capture_output=True, text=True, cwd=work, env=env, timeout=120)

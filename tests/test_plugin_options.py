@@ -21,6 +21,13 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*libero_profile (string)*"])
 
 
+def test_endpoint_help_names_both_schemes(pytester: pytest.Pytester) -> None:
+    """GR00T's endpoints are tcp://, openpi-style ones ws://: the help says both."""
+    text = " ".join(" ".join(pytester.runpytest("--help").stdout.lines).split())
+    assert "ws://HOST:PORT for openpi-style websocket servers" in text
+    assert "tcp://HOST:PORT for GR00T's ZeroMQ server" in text
+
+
 def test_scope_all_collects_130_cases_in_native_order(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--libero-profile=zero", "--libero-scope=all", "--collect-only", "-q")
     expected = [f"test_libero.py::test_libero_task[{e.case_id}]" for e in load_catalog().entries]

@@ -10,12 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import OOD_KINDS, PARAPHRASE_VARIANT, Catalog, Entry
 from pytest_libero.catalog.validation import refuse_unvalidated
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
 
-SCOPES = ("smoke", "development", "task_coverage", "all", "ood")
+SCOPES = ("smoke", "development", "task_coverage", "all", "ood", "profile")
+PROFILE_SCOPE = "profile"
+"""The tasks the profile names (``[selection] tasks``); the default for such a profile."""
 MODES = ("fast", "full")
 SMOKE_TASK_IDS = (0, 1)
 DEVELOPMENT_SUITE = "libero_10"
@@ -39,6 +42,8 @@ class SelectionRequest:
     """Scope ood only: the perturbation kinds to keep (None: every kind)."""
     perturbations: tuple[tuple[str, int], ...] | None = None
     """Generated perturbations (kind, level) added beside each selected case."""
+    tasks: tuple[str, ...] = ()
+    """Scope profile: the task ids the profile names, e.g. ``libero_object-00``."""
 
     @property
     def states(self) -> tuple[int, ...]:
@@ -64,6 +69,8 @@ class SelectionRequest:
             data["partial_states"] = self.partial_states
         if self.ood_kinds is not None:
             data["ood_kinds"] = list(self.ood_kinds)
+        if self.scope == PROFILE_SCOPE:
+            data["tasks"] = list(self.tasks)
         if self.perturbations is not None:
             data["perturbations"] = [f"{kind}:{level}" for kind, level in self.perturbations]
         return data
@@ -177,6 +184,9 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     if request.scope == "all":
         _refuse_narrowing(request, "all")
         return list(catalog.entries)
+    if request.scope == PROFILE_SCOPE:
+        _refuse_narrowing(request, PROFILE_SCOPE)
+        return _profile_tasks(catalog, request.tasks)
     if request.scope == "smoke":
         _refuse_narrowing(request, "smoke")
         return _pick(catalog, DEVELOPMENT_SUITE, SMOKE_TASK_IDS)
@@ -202,6 +212,21 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
             "e.g. --libero-suite=libero_object --libero-task-ids=0-9"
         )
     return _pick(catalog, request.suite, request.task_ids)
+
+
+def _profile_tasks(catalog: Catalog, tasks: Sequence[str]) -> list[Entry]:
+    """The profile's own tasks, in native order; each must be a native catalog task."""
+    if not tasks:
+        raise SetupError("--libero-scope=profile: this profile names no tasks of its own "
+                         "([selection] tasks = [...] in its file); choose another scope")
+    wanted = set()
+    for task in tasks:
+        case = CaseId.parse(task)
+        if not any(e.suite == case.suite and e.index == case.index for e in catalog.entries):
+            raise SetupError(f"the profile's [selection] tasks names {task!r}, not a native "
+                             "LIBERO task of the catalog; name tasks like libero_object-00")
+        wanted.add((case.suite, case.index))
+    return [e for e in catalog.entries if (e.suite, e.index) in wanted]
 
 
 def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_libero.catalog.selection import (
+    PROFILE_SCOPE,
     SelectionRequest,
     parse_init_states,
     parse_ood_kinds,
@@ -53,7 +54,9 @@ OPTIONS = (
             "to a .toml file. Without it no episode runs."),
     _Option("scope", "selection scope: smoke (libero_10 tasks 0-1), development "
             "(libero_10, ids 0-4), task_coverage (--libero-suite + --libero-task-ids), all "
-            "(130 entries), ood (every ready LIBERO-PRO entry plus its native twin)", "smoke"),
+            "(130 entries), ood (every ready LIBERO-PRO entry plus its native twin), profile "
+            "(the tasks the profile names in [selection], e.g. demo's; the default for such "
+            "a profile)", "smoke"),
     _Option("suite", "suite for scope task_coverage/development: libero_spatial, "
             "libero_object, libero_goal, libero_90, libero_10, or a ready LIBERO-PRO suite "
             "(e.g. libero_goal_task; with scope ood: these LIBERO-PRO suites, comma-separated, "
@@ -88,7 +91,8 @@ OPTIONS = (
             "from the profile"),
     _Option("policy-option", "KEY=VALUE passed to the profile's policy factory, repeatable "
             "(e.g. actions=path.npy for replay); ini: one per line"),
-    _Option("endpoint", "policy server address (ws://HOST:PORT), overriding the profile's"),
+    _Option("endpoint", "policy server address, overriding the profile's: ws://HOST:PORT for "
+            "openpi-style websocket servers, tcp://HOST:PORT for GR00T's ZeroMQ server"),
     _Option("call-timeout", "seconds one policy call may take before the case errors; "
             "overrides the profile's"),
     _Option("server-wait", "seconds to wait for a policy server that is not answering yet "
@@ -149,7 +153,9 @@ def register(parser: pytest.Parser) -> None:
             option.dest,
             help=option.help,
             type=ini_type,
-            default=[] if repeatable else (option.default or ""),
+            # "" not the default: option_value supplies it, and option_given can tell an
+            # ini value the operator wrote from one left unset.
+            default=[] if repeatable else "",
         )
 
 
@@ -167,6 +173,12 @@ def option_value(config: pytest.Config, name: str) -> Any:
     if value is None:
         value = config.getini(dest)
     return value if value not in ("", []) else DEFAULTS[name]
+
+
+def option_given(config: pytest.Config, name: str) -> bool:
+    """Whether the operator set the option (command line or ini), not left it to its default."""
+    dest = "libero_" + name.replace("-", "_")
+    return config.getoption(dest) is not None or config.getini(dest) not in ("", [])
 
 
 def _int_option(config: pytest.Config, name: str) -> int | None:
@@ -199,21 +211,25 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     perturb = option_value(config, "perturb")
     own_kinds = tuple(s.strip() for s in str(option_value(config, "kind") or "").split(",") if s.strip())
     registry.load_all(own_kinds)
-    selection = SelectionRequest(
-        scope=option_value(config, "scope"),
-        suite=option_value(config, "suite"),
-        task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
-        mode=option_value(config, "mode"),
-        init_states=parse_init_states(states) if states is not None else None,
-        ood_kinds=parse_ood_kinds(kinds) if kinds is not None else None,
-        perturbations=parse_perturbations(perturb) if perturb is not None else None,
-    )
     profile = load_profile(profile_name).with_overrides(
         options=parse_policy_options(option_value(config, "policy-option")),
         endpoint=option_value(config, "endpoint"),
         call_timeout=_float_option(config, "call-timeout"),
         wait_s=_float_option(config, "server-wait", allow_zero=True),
         out_of_bounds=option_value(config, "out-of-bounds"),
+    )
+    # A profile that names its own tasks runs them unless the operator picks a scope.
+    own = profile.tasks and not option_given(config, "scope")
+    scope = PROFILE_SCOPE if own else option_value(config, "scope")
+    selection = SelectionRequest(
+        scope=scope,
+        suite=option_value(config, "suite"),
+        task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
+        mode=option_value(config, "mode"),
+        init_states=parse_init_states(states) if states is not None else None,
+        ood_kinds=parse_ood_kinds(kinds) if kinds is not None else None,
+        perturbations=parse_perturbations(perturb) if perturb is not None else None,
+        tasks=profile.tasks if scope == PROFILE_SCOPE else (),
     )
     return make_plan(
         profile,

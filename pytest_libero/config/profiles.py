@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.config.numbers import seconds
 from pytest_libero.data import data_path
 from pytest_libero.files import folder_name_problem
@@ -31,7 +32,7 @@ from pytest_libero.protocol.parameters import (
 )
 
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "budget", "stop",
-             "action"}
+             "action", "selection"}
 _SERVED_KEYS = {"endpoint", "connect_timeout", "call_timeout", "wait_s", "server_hint"}
 """[policy] keys every served transport reads (the transport adds its own)."""
 _TRANSPORT_TABLES = {"request", "reply", "launch"}
@@ -43,6 +44,7 @@ rgb+proprio track), declared constants, or nothing."""
 _LAUNCH_KEYS = {"command", "cwd", "env", "startup_timeout"}
 _BUDGET_KEYS = {"mode", "replan_interval", "max_policy_calls"}
 _STOP_KEYS = {"consecutive"}
+_SELECTION_KEYS = {"tasks"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,10 @@ class Profile:
     out_of_bounds: str = "error"
     """What an action outside [-1, 1] does: "error" (strict) or "clip" (recorded)."""
     launch: Launch | None = None
+    tasks: tuple[str, ...] = ()
+    """The profile's own selection (``[selection] tasks``, task ids like
+    ``libero_object-00``): what ``--libero-scope=profile`` runs, and the default scope
+    when the profile names any (the demo profile's recorded tasks)."""
 
     @property
     def transport_impl(self) -> Transport:
@@ -148,6 +154,7 @@ class Profile:
     def identity(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "description": self.description,
             "source": self.source,
             "sha256": self.sha256,
             "infrastructure": self.infrastructure,
@@ -239,6 +246,7 @@ def parse_profile(data: bytes, source: str) -> Profile:
         server_hint=check.string(policy, "server_hint", "policy.") if "server_hint" in policy else "",
         out_of_bounds=check.choice(action, "out_of_bounds", OUT_OF_BOUNDS_MODES, "action.", default="error"),
         launch=_launch(check, raw.get("launch"), source),
+        tasks=_tasks(check, check.table(raw, "selection", required=False)),
     )
     if profile.options:
         profile = replace(profile, settings=transport.with_options(profile, profile.options))
@@ -262,6 +270,25 @@ def _only_what_the_transport_reads(check: _Checker, raw: Mapping[str, Any],
     for table in sorted((_TRANSPORT_TABLES & set(raw)) - transport.tables):
         who = " or ".join(repr(n) for n, t in readers.items() if table in t.tables)
         check.fail(table, "set", f"only with transport = {who}")
+
+
+def _tasks(check: _Checker, table: Mapping[str, Any]) -> tuple[str, ...]:
+    """``[selection] tasks``: native task ids, each once (the catalog checks they exist)."""
+    check.keys(table, _SELECTION_KEYS, "selection.")
+    if "tasks" not in table:
+        return ()
+    tasks = table["tasks"]
+    allowed = 'a non-empty list of task ids, each once, like ["libero_object-00", "libero_10-03"]'
+    if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
+        check.fail("selection.tasks", repr(tasks)[:60], allowed)
+    for task in tasks:
+        try:
+            case = CaseId.parse(task)
+        except ValueError:
+            case = None
+        if case is None or case != case.task or tasks.count(task) > 1:
+            check.fail("selection.tasks", f"{task!r} in it", allowed)
+    return tuple(tasks)
 
 
 def _launch(check: _Checker, table: Any, source: str) -> Launch | None:

@@ -19,6 +19,9 @@ INSTRUCTIONS_FILE = "libero_instructions.json"
 ENVIRONMENT_ROOM_FILE = "environment_room.json"
 """The environment cases with no room, written by ``release/build_environment_room.py``."""
 
+DEMOS_FOLDER = "demos"
+"""The demo profile's recorded demonstrations, written by ``tests/tools/make_demos.py``."""
+
 
 def data_path(name: str) -> Traversable:
     """Locate a packaged data file by name (e.g. ``"libero_inventory.json"``)."""

@@ -202,6 +202,8 @@ def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     items += [
         ("evidence_class", evidence_class),
         ("profile", str(profile.get("name", ""))),
+        *([("profile.description", str(profile["description"]))]
+          if profile.get("description") else []),  # absent before run.json had it
         ("profile.sha256", str(profile.get("sha256", ""))),
         ("protocol_identity", str(run.get("protocol_identity", ""))),
         ("catalog_sha256", str(run.get("catalog_sha256", ""))),

@@ -260,7 +260,11 @@ class TerminalSummary:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         recorder = self.recorder
         terminalreporter.section("LIBERO")
-        for line in summary_lines(recorder.summary()):
+        lines = summary_lines(recorder.summary())
+        description = recorder.plan.profile.description
+        if description:  # what the policy is, in its profile's words (demo: a recording)
+            lines.insert(1, f"  {description}")
+        for line in lines:
             terminalreporter.write_line(line)
         if recorder.stopped is not None:
             terminalreporter.write_line(f"run stopped: {recorder.stopped}", red=True)

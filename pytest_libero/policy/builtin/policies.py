@@ -27,7 +27,7 @@ def _whole(name: str, value: object, minimum: int) -> int:
     return int(value)
 
 
-class _Builtin:
+class BuiltinPolicy:
     """Shared plumbing: metadata, no-op reset and close."""
 
     name = "builtin"
@@ -43,7 +43,7 @@ class _Builtin:
         pass
 
 
-class ZeroPolicy(_Builtin):
+class ZeroPolicy(BuiltinPolicy):
     """Holds the arm still with the gripper open."""
 
     name = "zero"
@@ -52,7 +52,7 @@ class ZeroPolicy(_Builtin):
         return {"actions": np.tile(HOLD_OPEN, (self.chunk, 1))}
 
 
-class RandomPolicy(_Builtin):
+class RandomPolicy(BuiltinPolicy):
     """Uniform actions inside the normalized bounds, reproducible per episode."""
 
     name = "random"
@@ -70,7 +70,7 @@ class RandomPolicy(_Builtin):
         return {"actions": self._rng.uniform(-1.0, 1.0, size=(self.chunk, ACTION_DIM))}
 
 
-class ReplayPolicy(_Builtin):
+class ReplayPolicy(BuiltinPolicy):
     """Plays an open-loop action file, indexed by the controls executed so far.
 
     Indexing by the executed-controls counter (accounting feedback the contract

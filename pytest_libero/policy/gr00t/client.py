@@ -43,6 +43,7 @@ from pytest_libero.policy.errors import (
     TokenRefused,
 )
 from pytest_libero.policy.gr00t.layout import Gr00tLayout
+from pytest_libero.policy.gr00t.refusals import hint
 from pytest_libero.policy.gr00t.wire import Message, Wire, pack, unpack
 from pytest_libero.protocol.errors import PolicyTransportError
 from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
@@ -251,24 +252,13 @@ class Gr00tClient:
             raise TokenRefused(f"{what} refused the API token ({sent}): {clipped(text)}",
                                traceback=text)
         raise ServerError(f"{what} answered with an error: "
-                          f"{clipped(text)}{_form_hint(text, self.wire)}", traceback=text)
+                          f"{clipped(text)}{hint(text, self.wire)}", traceback=text)
 
     def __enter__(self) -> Gr00tClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _form_hint(text: str, wire: Wire) -> str:
-    """A hint when the error reads like a server that did not decode our arrays: a
-    server of the other generation hands the model the array maps as dicts."""
-    if "<class 'dict'>" not in text:
-        return ""
-    other = Wire.MSGPACK_NUMPY if wire is Wire.NPY else Wire.NPY
-    return (f" (the request sent its arrays in the {wire} form; a server that reads only "
-            f"the {other} form sees them as dicts: set policy.wire = \"{other}\" or \"auto\" "
-            "in the profile)")
 
 
 class WireUnknown(ProtocolViolation):

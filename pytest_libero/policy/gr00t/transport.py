@@ -18,6 +18,7 @@ import numpy as np
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.errors import ServerError, TokenRefused
 from pytest_libero.policy.gr00t.layout import GRIPPER_TRANSFORMS, Gr00tLayout
+from pytest_libero.policy.gr00t.refusals import Refused, refused
 from pytest_libero.policy.gr00t.wire import WIRE_SETTINGS
 from pytest_libero.policy.transport import (
     OnWait,
@@ -28,6 +29,7 @@ from pytest_libero.policy.transport import (
 )
 from pytest_libero.protocol.errors import InvalidAction, SetupError
 from pytest_libero.protocol.parameters import CAMERAS
+from pytest_libero.protocol.text import clipped
 
 _REQUEST_KEYS = {"agentview", "robot0_eye_in_hand", "language", "batch", "time", "state"}
 _REPLY_KEYS = {"actions", "gripper"}
@@ -183,17 +185,12 @@ class Gr00tTransport:
         try:
             return preflight_facts(policy, on_wait)
         except TokenRefused:
-            raise SetupError(f"{where} refused the API token ({_token_sent(profile.settings)}); "
-                             "no case was run. Set policy.api_token_env in the profile to the "
-                             "environment variable that holds the token the server was started "
-                             "with, and export that variable") from None
+            raise SetupError(f"{where} refused the API token ({_token_refusal(profile.settings)})"
+                             "; no case was run") from None
         except WireUnknown as exc:
             raise SetupError(f"{_first_line(exc)}; no case was run") from None
         except ServerError as exc:
-            raise SetupError(f"{where} answered ping but refused a preflight request (its "
-                             "probe get_action is the request every case sends: black images, "
-                             "the profile's keys and state constants); no case was run: "
-                             f"{_first_line(exc)}") from None
+            raise SetupError(_server_refusal(where, exc)) from None
         except InvalidAction as exc:
             raise SetupError(f"{where} answered a probe get_action with actions the profile's "
                              f"[reply] cannot map; no case was run: {_first_line(exc)}") from None
@@ -218,14 +215,39 @@ def _replace_state(settings: Gr00tSettings, state: dict[str, np.ndarray]) -> Gr0
     return replace(settings, layout=replace(settings.layout, state=state))
 
 
-def _token_sent(settings: Gr00tSettings) -> str:
-    """What was sent as the API token, in words, never the token itself."""
+def _token_refusal(settings: Gr00tSettings) -> str:
+    """What was sent as the API token and what to do, in words, never the token itself."""
     env = settings.api_token_env
     if env is None:
-        return "no token was sent: the profile sets no policy.api_token_env"
+        return ("no token was sent: the profile sets no policy.api_token_env. Use a profile of "
+                "your own that names the variable holding the token (policy.api_token_env = "
+                "\"GR00T_API_TOKEN\", docs/gr00t.md) and export that variable")
     if settings.api_token is None:
-        return f"no token was sent: policy.api_token_env names {env}, which is not set here"
-    return f"the token in ${env} was sent"
+        return (f"no token was sent: policy.api_token_env names {env}, which is not set here. "
+                f"Export {env} with the token the server was given (PolicyServer's api_token)")
+    return (f"the token in ${env} was sent and the server refused it: it is not the token the "
+            f"server was given (PolicyServer's api_token). Export the server's token as {env}")
+
+
+def _server_refusal(where: str, exc: ServerError) -> str:
+    """Preflight's probe answered with an error: say what the server's words say was
+    refused (the request, its model's reply, or a server without the sim-policy wrapper)."""
+    words = clipped(exc.traceback.strip().splitlines()[0] if exc.traceback.strip() else "")
+    kind = refused(exc.traceback)
+    if kind is Refused.REPLY:
+        return (f"{where} answered the probe get_action with an error from its own output "
+                f"check: the reply its model produced failed it, not our request (\"{words}\"). "
+                "The checkpoint answers actions its modality config does not describe (a "
+                "horizon or key the config does not name); check the checkpoint and the "
+                "server's --embodiment-tag. No case was run")
+    if kind is Refused.UNWRAPPED:
+        return (f"{where} refused the probe get_action with \"{words}\": it was started "
+                "without the sim-policy wrapper, so it wants nested observations, not the flat "
+                "video.*/state.* keys GR00T's LIBERO loop and this profile send. Restart it "
+                "with --use-sim-policy-wrapper; no case was run")
+    return (f"{where} answered ping but refused a preflight request (its probe get_action is "
+            "the request every case sends: black images, the profile's keys and state "
+            f"constants); no case was run: {_first_line(exc)}")
 
 
 def _first_line(exc: BaseException) -> str:
