@@ -49,6 +49,9 @@ class Naming:
                 for i in range({HORIZON})]
         return {{"actions": np.asarray(rows, dtype=np.float64)}}
 
+    def close(self):
+        pass
+
 
 def make(sleep_ms=0):
     return Naming(sleep_ms)
