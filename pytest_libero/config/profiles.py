@@ -29,6 +29,7 @@ from pytest_libero.protocol.parameters import (
     DEFAULT_REPLAN_INTERVAL,
     TRACKS,
 )
+from pytest_libero.protocol.shipped import DamagedInstall, damaged, shipped_bytes
 
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "budget", "stop",
              "action"}
@@ -182,7 +183,12 @@ def load_profile(name_or_path: str) -> Profile:
             f"--libero-profile={name_or_path!r} is not a shipped profile; "
             f"shipped: {', '.join(builtin_names())}, or give a path to a .toml file"
         )
-    return parse_profile(resource.read_bytes(), f"builtin:{name_or_path}")
+    try:  # a shipped profile that does not parse: the installation is damaged
+        return parse_profile(shipped_bytes(f"profiles/{name_or_path}.toml"), f"builtin:{name_or_path}")
+    except DamagedInstall:
+        raise
+    except SetupError as exc:
+        raise damaged(f"profiles/{name_or_path}.toml", str(exc)) from None
 
 
 def parse_profile(data: bytes, source: str) -> Profile:
