@@ -89,7 +89,7 @@ RUNS: dict[str, tuple[Damage, str]] = {
 
 _RUN_TEST = "tests/test_damaged_install.py::test_the_default_run_names_the_damaged_file"
 _SEEN = ("one line before any case, exit 4, no run folder: \"{file} in the installed "
-         "pytest-libero is damaged ({words} ...): reinstall pytest-libero\"")
+         "pytest-libero is damaged (... {words} ...): reinstall pytest-libero\"")
 _TRIED = {
     "ood-catalog-cut": "the OOD catalog cut short: read by every run, even the default smoke run",
     "catalog-deleted": "the catalog deleted",
