@@ -1,16 +1,18 @@
 """Writing and reading the project's files so that a crash never leaves half of one.
 
-One atomic writer (temp file, fsync, rename), one JSON-lines reader with one rule for
-a torn last line, and one tail for the logs shown in error messages.
+One atomic writer (temp file, fsync, rename), one JSON writer every file goes through
+(strict JSON, whatever a policy put in its metadata), one JSON-lines reader with one rule
+for a torn last line, and one tail for the logs shown in error messages.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 MAX_NAME = 120
 """Longest name used as one folder (file systems allow 255 bytes; ids stay readable)."""
@@ -46,9 +48,51 @@ def write_text_atomic(target: Path, text: str) -> Path:
     return target
 
 
+NON_FINITE: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How a non-finite number is written: as the string Python's json would have written
+bare (``NaN`` is no JSON), so a reader still sees which one it was."""
+_DEEPEST: Final = 100
+"""Nesting kept by the strict form; anything deeper is written as its text."""
+
+
+def json_text(data: Any, *, indent: int | None = None,
+              separators: tuple[str, str] | None = None, sort_keys: bool = True) -> str:
+    """``data`` as strict JSON (RFC 8259), the one rule every file we write follows.
+
+    Anything JSON has no type for is written as its ``str``; a non-finite number as the
+    string of :data:`NON_FINITE`; a key that is not a string as its ``str``. A policy's
+    metadata is foreign data, so this cannot be left to the caller: Python's json would
+    write ``NaN`` bare, and a reader in any other language would refuse the file. The
+    usual data, finite and string-keyed, takes the fast path and gives the same bytes.
+    """
+    options: dict[str, Any] = {"indent": indent, "separators": separators,
+                               "sort_keys": sort_keys, "default": str, "allow_nan": False}
+    try:
+        return json.dumps(data, **options)
+    except (ValueError, TypeError):  # NaN or infinity, keys of mixed or other types
+        return json.dumps(_strict(data, 0), **options)
+
+
+def _strict(value: Any, depth: int) -> Any:
+    """``value`` with every non-finite number a string and every key a string."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():
+        value = value.item()  # a numpy scalar: its Python value (a float32 NaN included)
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[repr(value)]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if depth >= _DEEPEST:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _strict(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v, depth + 1) for v in value]
+    return str(value)
+
+
 def write_json_atomic(target: Path, data: Any) -> Path:
     """JSON with sorted keys, written atomically (see :func:`write_text_atomic`)."""
-    return write_text_atomic(target, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    return write_text_atomic(target, json_text(data, indent=1) + "\n")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.catalog.entries import Entry
+from pytest_libero.catalog.entries import Entry, load_catalog
+from pytest_libero.catalog.inventory import load_inventory
+from pytest_libero.catalog.validation import load_validation
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.settings import Settings
 from pytest_libero.config.workers import WORKER_CASES, WORKER_RUN_DIR
@@ -26,10 +28,14 @@ from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import CaseRecord, short_chunk_note
 from pytest_libero.evidence.layout import RECORD_NAME
+from pytest_libero.evidence.renderer import known_renderers
+from pytest_libero.perturb.kinds.environment import room_table
+from pytest_libero.perturb.kinds.semantic import instruction_table
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.report import progress as live_progress
 from pytest_libero.results.layout import RESULTS_NAME, case_path
+from pytest_libero.results.published import load_published
 from pytest_libero.results.recorder import Recorder
 
 
@@ -63,9 +69,10 @@ def controller_session(settings: Settings, *, collect_only: bool,
     not answer as it must, or a run folder that cannot be used.
     """
     from pytest_libero.adapters import load_adapter
-    from pytest_libero.catalog.inventory import load_inventory, verify_entries
+    from pytest_libero.catalog.inventory import verify_entries
 
     plan = settings.plan
+    check_shipped_data()
     load_adapter(plan.adapter)
     tasks = {e.task_id: e.as_dict() for e in plan.entries}  # a task once, all its states
     verify_entries(tasks.values(), load_inventory(ood=any(e.is_ood for e in plan.entries)))
@@ -80,6 +87,20 @@ def controller_session(settings: Settings, *, collect_only: bool,
                 else measure_for_cases(settings.isolation, plan.entries[0] if plan.entries else None))
     recorder = Recorder.open(settings, replace(plan, renderer=renderer), server)
     return Session(settings, recorder.plan, recorder.folder.path, recorder)
+
+
+def check_shipped_data() -> None:
+    """Read every data file the package ships, each through its own reader, so that a
+    damaged installation is one usage error naming the file before any case
+    (``protocol/shipped.py``), not a traceback where the file is first used: the
+    renderers at the session's end, the room table at the first environment case."""
+    load_catalog()
+    load_inventory(ood=True)
+    load_validation()
+    room_table()
+    instruction_table()
+    known_renderers()
+    load_published()
 
 
 def worker_session(settings: Settings, workerinput: dict[str, Any]) -> Session:

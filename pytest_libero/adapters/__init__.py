@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from pytest_libero.adapters.base import ADAPTER_METHODS, BenchmarkAdapter, missing_members
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import ECHO_LIMIT, echo, mentioning
 
 BUILT_IN = {"libero": "pytest_libero.adapters.libero:LiberoBenchmarkAdapter"}
 
@@ -23,19 +24,20 @@ def load_adapter(name: str) -> BenchmarkAdapter:
     """
     target = BUILT_IN.get(name) or (name if ":" in name else None)
     if target is None:
-        raise SetupError(f"--libero-adapter={name!r}: no such adapter; give "
+        raise SetupError(f"--libero-adapter={echo(name)}: no such adapter; give "
                          f"{', '.join(sorted(BUILT_IN))} or module:factory")
     module, _, attribute = target.partition(":")
     try:
         factory: Any = getattr(import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
-        raise SetupError(f"--libero-adapter={name!r}: cannot import {target} ({exc}); give "
-                         "an importable module:factory") from exc
+        raise SetupError(f"--libero-adapter={echo(name)}: cannot import {_named(target)} "
+                         f"({mentioning(str(exc), module)}); give an importable module:factory"
+                         ) from exc
     adapter = factory()
     missing = missing_members(adapter, ADAPTER_METHODS)
     if missing:
         raise SetupError(
-            f"--libero-adapter={name!r}: {target}() returned a {type(adapter).__name__} "
+            f"--libero-adapter={echo(name)}: {_named(target)}() returned a {type(adapter).__name__} "
             f"without {', '.join(missing)}; a benchmark adapter needs open(entry, *, track, "
             "control_cap, render, video_stride) returning an episode "
             "(see pytest_libero/adapters/base.py)"
@@ -56,3 +58,9 @@ class AdapterCache:
         if adapter is None:
             adapter = self.built[name] = load_adapter(name)
         return adapter
+
+
+def _named(target: str) -> str:
+    """The factory as a message names it beside the option's echo: whole when short, else
+    "it" (the echo already quotes it)."""
+    return target if len(target) <= ECHO_LIMIT else "it"

@@ -37,6 +37,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from pytest_libero.files import json_text
 from pytest_libero.policy.contract import STATE_FED_METADATA, Observation
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
 from pytest_libero.protocol.parameters import ACTION_DIM, CAMERAS
@@ -377,7 +378,7 @@ class Record:
 
     def write(self, line: Mapping[str, Any]) -> None:
         if self._stream is not None:
-            self._stream.write(json.dumps(line, sort_keys=True) + "\n")
+            self._stream.write(json_text(line) + "\n")
             self._stream.flush()
 
     def close(self) -> None:

@@ -9,16 +9,16 @@ read by :meth:`Entry.as_dict` and :meth:`Entry.from_dict` alone."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, NotRequired, TypedDict
 
 from pytest_libero.catalog.case_id import CaseId, VariantTag
-from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE, data_path
+from pytest_libero.data import CATALOG_FILE, OOD_CATALOG_FILE
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
+from pytest_libero.protocol.shipped import json_table, need, reading, shipped_bytes, shipped_json
 
 NATIVE_FAMILY = "libero"
 OOD_FAMILY = "libero_pro"
@@ -313,42 +313,46 @@ class Catalog:
 
 @cache
 def load_catalog() -> Catalog:
-    """Load the packaged catalog; its sha256 is part of the protocol identity."""
-    raw = data_path(CATALOG_FILE).read_bytes()
-    data = json.loads(raw)
-    entries = tuple(
-        Entry(
-            suite=e["suite"],
-            index=int(e["index"]),
-            name=e["name"],
-            language=e["language"],
-            bddl_file=e["bddl_file"],
-            init_states_file=e["init_states_file"],
-        )
-        for e in data["entries"]
-    )
-    ood = json.loads(data_path(OOD_CATALOG_FILE).read_bytes())
-    ood_suites = {
-        name: OodSuite(name=name, base=s["base"], kind=s["kind"], level=int(s["level"]),
-                       variant=s["variant"], changes=s["changes"], horizon=int(s["horizon"]),
-                       horizon_source=s["horizon_source"])
-        for name, s in ood["suites"].items()
-    }
-    ood_entries = tuple(
-        Entry(
-            suite=e["suite"], index=int(e["index"]), name=e["name"], language=e["language"],
-            bddl_file=e["bddl_file"], init_states_file=e["init_states_file"],
-            variant=OodSource(ood_suites[e["suite"]].kind, ood_suites[e["suite"]].level,
-                              CaseId(e["twin"]["suite"], int(e["twin"]["index"]))),
-            language_source=e["language_source"],
-        )
-        for e in ood["entries"]
-    )
-    return Catalog(
-        entries=entries,
-        suites=data["suites"],
-        digest=sha256_bytes(raw),
-        ood_entries=ood_entries,
-        ood_suites=ood_suites,
-        not_ready=dict(ood["not_ready"]),
-    )
+    """Load the packaged catalog; its sha256 is part of the protocol identity. A damaged
+    catalog or OOD catalog is a usage error naming the file (``protocol.shipped``)."""
+    raw = shipped_bytes(CATALOG_FILE)
+    data = json_table(CATALOG_FILE, raw)
+    with reading(CATALOG_FILE):
+        entries = tuple(_native_entry(e, f"entries[{i}].")
+                        for i, e in enumerate(need(data, "entries", list)))
+        suites = need(data, "suites", dict)
+        for name, info in suites.items():
+            need(info, "horizon", int, f"suites.{name}.")
+            need(info, "horizon_source", str, f"suites.{name}.")
+    ood = shipped_json(OOD_CATALOG_FILE)
+    with reading(OOD_CATALOG_FILE):
+        ood_suites = {name: _ood_suite(name, s) for name, s in need(ood, "suites", dict).items()}
+        ood_entries = tuple(_ood_entry(e, ood_suites, f"entries[{i}].")
+                            for i, e in enumerate(need(ood, "entries", list)))
+        not_ready = {str(k): str(v) for k, v in need(ood, "not_ready", dict).items()}
+    return Catalog(entries=entries, suites=suites, digest=sha256_bytes(raw),
+                   ood_entries=ood_entries, ood_suites=ood_suites, not_ready=not_ready)
+
+
+_ENTRY_TEXTS = ("suite", "name", "language", "bddl_file", "init_states_file")
+
+
+def _native_entry(e: Any, where: str) -> Entry:
+    texts = {key: need(e, key, str, where) for key in _ENTRY_TEXTS}
+    return Entry(index=need(e, "index", int, where), **texts)
+
+
+def _ood_suite(name: str, s: Any) -> OodSuite:
+    where = f"suites.{name}."
+    return OodSuite(name=name, **{key: need(s, key, str, where) for key in (
+        "base", "kind", "variant", "changes", "horizon_source")},
+        level=need(s, "level", int, where), horizon=need(s, "horizon", int, where))
+
+
+def _ood_entry(e: Any, suites: Mapping[str, OodSuite], where: str) -> Entry:
+    suite = suites[need(e, "suite", str, where)]
+    twin = need(e, "twin", dict, where)
+    return replace(_native_entry(e, where), language_source=need(e, "language_source", str, where),
+                   variant=OodSource(suite.kind, suite.level, CaseId(
+                       need(twin, "suite", str, f"{where}twin."),
+                       need(twin, "index", int, f"{where}twin."))))

@@ -10,7 +10,6 @@ so the check stays cheap enough to run before every session.
 
 from __future__ import annotations
 
-import json
 import os
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.data import INVENTORY_FILE, OOD_INVENTORY_FILE, data_path
+from pytest_libero.data import INVENTORY_FILE, OOD_INVENTORY_FILE
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
+from pytest_libero.protocol.shipped import json_table, need, reading, shipped_bytes
 
 INVENTORY_SCHEMA = "pytest-libero/inventory/1"
 
@@ -253,24 +253,30 @@ def verify_entries(entries: Iterable[Mapping[str, Any]], inventory: Mapping[str,
 @cache
 def load_inventory_bytes() -> bytes:
     """The packaged inventory file's bytes; their sha256 enters the protocol identity."""
-    return data_path(INVENTORY_FILE).read_bytes()
+    return shipped_bytes(INVENTORY_FILE)
 
 
 def load_inventory(ood: bool = False) -> dict[str, Any]:
     """The packaged inventory document (P2), read-only reference evidence; with ``ood``,
-    the LIBERO-PRO entries' rows follow the native ones (their suites never clash)."""
+    the LIBERO-PRO entries' rows follow the native ones (their suites never clash). A
+    damaged one is a usage error naming the file (``protocol.shipped``)."""
     document = _inventory_document(INVENTORY_FILE, load_inventory_bytes())
     if ood:
-        extra = _inventory_document(OOD_INVENTORY_FILE, data_path(OOD_INVENTORY_FILE).read_bytes())
+        extra = _inventory_document(OOD_INVENTORY_FILE, shipped_bytes(OOD_INVENTORY_FILE))
         document["entries"] = [*document["entries"], *extra["entries"]]
     return document
 
 
+_ROW_TEXTS = ("suite", "name", "bddl_sha256", "states_array_sha256", "state0_sha256")
+_ROW_INTS = ("index", "n_init_states", "state_dim")
+
+
 def _inventory_document(name: str, raw: bytes) -> dict[str, Any]:
-    document = json.loads(raw)
-    if not isinstance(document, dict) or document.get("schema") != INVENTORY_SCHEMA:
-        raise SetupError(
-            f"packaged {name} is not a {INVENTORY_SCHEMA} document; "
-            "rebuild it with release/build_catalog.py"
-        )
+    document = json_table(name, raw, INVENTORY_SCHEMA)
+    with reading(name):
+        for i, row in enumerate(need(document, "entries", list)):
+            for key in _ROW_TEXTS:
+                need(row, key, str, f"entries[{i}].")
+            for key in _ROW_INTS:
+                need(row, key, int, f"entries[{i}].")
     return document

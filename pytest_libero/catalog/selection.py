@@ -15,6 +15,7 @@ from pytest_libero.catalog.entries import OOD_KINDS, PARAPHRASE_VARIANT, Catalog
 from pytest_libero.catalog.validation import refuse_unvalidated
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
+from pytest_libero.protocol.text import ECHO_LIMIT, echo
 
 SCOPES = ("smoke", "development", "task_coverage", "all", "ood", "profile")
 PROFILE_SCOPE = "profile"
@@ -88,7 +89,7 @@ def parse_task_ids(text: str, option: str = "--libero-task-ids", *,
             ends = [int(end) for end in part.split("-", 1)] if "-" in part[1:] else [int(part)]
         except ValueError:
             raise SetupError(
-                f"{option}: cannot read {part[:40]!r}; "
+                f"{option}: cannot read {echo(part)}; "
                 "write indices like 0,1,4 or a range like 0-4"
             ) from None
         outside = [end for end in ends if not 0 <= end <= highest]
@@ -97,10 +98,16 @@ def parse_task_ids(text: str, option: str = "--libero-task-ids", *,
                              "indices like 0,1,4 or a range like 0-4")
         lo, hi = ends[0], ends[-1]
         if hi < lo:
-            raise SetupError(f"{option}: the range {part!r} runs backwards; write "
+            raise SetupError(f"{option}: the range {echo(part)} runs backwards; write "
                              f"it low-high, e.g. {hi}-{lo}")
         ids.update(range(lo, hi + 1))
     return tuple(sorted(ids))
+
+
+def parse_suites(text: str) -> str:
+    """``--libero-suite`` as the selection reads it: one suite, or (scope ood) several,
+    comma-separated, spaces dropped as every list option's reader drops them."""
+    return "".join(text.split())
 
 
 def parse_ood_kinds(text: str) -> tuple[str, ...]:
@@ -108,10 +115,17 @@ def parse_ood_kinds(text: str) -> tuple[str, ...]:
     asked = {part for part in text.replace(" ", "").split(",") if part}
     unknown = sorted(asked - set(OOD_KINDS))
     if not asked or unknown:
-        wrong = f"unknown kind(s) {', '.join(unknown)}" if unknown else "no kind given"
-        raise SetupError(f"--libero-ood-kind={text!r}: {wrong}; allowed: "
+        wrong = ("no kind given" if not unknown  # the value is quoted once, whole or in part
+                 else "an unknown kind" if unknown == [text.replace(" ", "")]
+                 else f"unknown kind(s) {_names(unknown)}")
+        raise SetupError(f"--libero-ood-kind={echo(text)}: {wrong}; allowed: "
                          f"{', '.join(OOD_KINDS)} (comma-separated)")
     return tuple(k for k in OOD_KINDS if k in asked)
+
+
+def _names(parts: Sequence[str]) -> str:
+    """Parts of an option's value, named: as they are, or echoed when long (the first five)."""
+    return ", ".join(p if len(p) <= ECHO_LIMIT else echo(p) for p in parts[:5])
 
 
 def parse_init_states(text: str) -> tuple[int, ...]:
@@ -120,7 +134,7 @@ def parse_init_states(text: str) -> tuple[int, ...]:
     outside = [i for i in states if not 0 <= i < FULL_STATES_PER_TASK]
     if not states or outside:
         raise SetupError(
-            f"--libero-init-states={text[:40]!r}: each task has released init states "
+            f"--libero-init-states={echo(text)}: each task has released init states "
             f"0-{FULL_STATES_PER_TASK - 1}; got {outside[:5] or 'none'}"
         )
     return states
@@ -133,7 +147,7 @@ def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     task then state, for suites whose schedule validation passed.
     """
     if request.mode not in MODES:
-        raise SetupError(f"--libero-mode={request.mode!r} is unknown; allowed: {', '.join(MODES)}")
+        raise SetupError(f"--libero-mode={echo(request.mode)} is unknown; allowed: {', '.join(MODES)}")
     if request.init_states is not None and request.mode != "full":
         raise SetupError(
             "--libero-init-states needs --libero-mode=full: fast mode starts every "
@@ -161,20 +175,20 @@ def select(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
 def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
     if request.scope not in SCOPES:
         raise SetupError(
-            f"--libero-scope={request.scope!r} is unknown; allowed: {', '.join(SCOPES)}"
+            f"--libero-scope={echo(request.scope)} is unknown; allowed: {', '.join(SCOPES)}"
         )
     named: list[str | None] = (list(request.suite.split(",")) if request.suite
                                and request.scope == "ood" else [request.suite])
     twice = sorted({str(s) for s in named if named.count(s) > 1})
     if twice:
-        raise SetupError(f"--libero-suite={request.suite!r} names {', '.join(twice)} more than "
+        raise SetupError(f"--libero-suite names {_names(twice)} more than "
                          "once; name each suite once")
     for suite in named:
         if suite is not None and suite not in SUITES:
             catalog.refuse_not_ready(suite)
             if suite not in catalog.ood_suites:
                 raise SetupError(
-                    f"--libero-suite={suite!r} is not a LIBERO suite; allowed: "
+                    f"--libero-suite={echo(suite)} is not a LIBERO suite; allowed: "
                     f"{', '.join(SUITES)}, or a ready LIBERO-PRO suite such as libero_goal_task "
                     "(all of them: --libero-scope=ood; docs/robustness.md)"
                 )
@@ -194,7 +208,7 @@ def _select_entries(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
         suite = request.suite or DEVELOPMENT_SUITE
         if suite != DEVELOPMENT_SUITE:
             raise SetupError(
-                f"scope 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}; "
+                f"scope 'development' covers {DEVELOPMENT_SUITE} only, not {echo(suite)}; "
                 "use --libero-scope=task_coverage for other suites"
             )
         ids = request.task_ids if request.task_ids is not None else SMOKE_TASK_IDS
@@ -237,7 +251,7 @@ def _ood_with_twins(catalog: Catalog, request: SelectionRequest) -> list[Entry]:
         for suite in request.suite.split(","):
             if suite not in catalog.ood_suites:
                 raise SetupError(
-                    f"scope 'ood' narrows to LIBERO-PRO suites, not {suite!r}; e.g. "
+                    f"scope 'ood' narrows to LIBERO-PRO suites, not {echo(suite)}; e.g. "
                     "--libero-suite=libero_goal_task,libero_goal_swap, or use "
                     "--libero-scope=task_coverage"
                 )
@@ -301,7 +315,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     except ValueError:
         i, n = 0, 0
     if not sep or not 1 <= i <= n or n > MAX_SHARDS:
-        raise SetupError(f"--libero-shard={text[:40]!r}: write I/N with 1 <= I <= N <= "
+        raise SetupError(f"--libero-shard={echo(text)}: write I/N with 1 <= I <= N <= "
                          f"{MAX_SHARDS}, e.g. 1/4")
     return i, n
 

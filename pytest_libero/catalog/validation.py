@@ -9,21 +9,26 @@ show passing is refused, with the reason and the command that validates it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from pytest_libero.data import VALIDATION_FILE, data_path
+from pytest_libero.data import VALIDATION_FILE
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.shipped import need, reading, shipped_json
 
 VALIDATE_COMMAND = "MUJOCO_GL=egl python release/validate_schedule.py --suite SUITE --record"
 
 
 @cache
 def load_validation() -> dict[str, Any]:
-    """The committed validation report: per suite, whether its sample matched."""
-    return dict(json.loads(data_path(VALIDATION_FILE).read_text(encoding="utf-8")))
+    """The committed validation report: per suite, whether its sample matched. A damaged
+    one is a usage error naming the file (``protocol.shipped``)."""
+    report = shipped_json(VALIDATION_FILE)
+    with reading(VALIDATION_FILE):
+        for suite, verdict in need(report, "suites", dict).items():
+            need(verdict, "passed", bool, f"suites.{suite}.")
+    return report
 
 
 def validated_suites(report: dict[str, Any] | None = None) -> set[str]:

@@ -2,7 +2,9 @@
 
 Every CLI option has an ini twin ``libero_<name>``; a value on the command line wins.
 Bad values raise SetupError naming the option and what is allowed, which the plugin
-turns into a pytest usage error.
+turns into a pytest usage error. Every reader quotes a bad value through
+``protocol.text.echo`` (at most 40 of its characters, once), and no value longer than
+:data:`MAX_VALUE_CHARS` reaches a reader at all.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pytest_libero.catalog.selection import (
     parse_init_states,
     parse_ood_kinds,
     parse_shard,
+    parse_suites,
     parse_task_ids,
 )
 from pytest_libero.config.numbers import seconds
@@ -30,6 +33,7 @@ from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.builtin.factory import parse_policy_options
 from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,9 @@ def register(parser: pytest.Parser) -> None:
 
 DEFAULTS = {option.name: option.default for option in OPTIONS}
 """The only home of each option's default."""
+MAX_VALUE_CHARS = 4096
+"""The longest value an option takes (a path's limit, PATH_MAX): a longer one is refused
+before anything reads it, so no reader ever holds, or quotes, more."""
 
 
 def option_value(config: pytest.Config, name: str) -> Any:
@@ -172,6 +179,10 @@ def option_value(config: pytest.Config, name: str) -> Any:
         raise SetupError(f"--libero-{name}= is empty; give it a value or leave it out")
     if value is None:
         value = config.getini(dest)
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and len(item) > MAX_VALUE_CHARS:
+            raise SetupError(f"--libero-{name}={echo(item)} is longer than any value it takes "
+                             f"(at most {MAX_VALUE_CHARS} characters)")
     return value if value not in ("", []) else DEFAULTS[name]
 
 
@@ -181,6 +192,22 @@ def option_given(config: pytest.Config, name: str) -> bool:
     return config.getoption(dest) is not None or config.getini(dest) not in ("", [])
 
 
+MAX_NAME_BYTES = 255
+"""The longest file name a file system takes (NAME_MAX)."""
+
+
+def path_option(config: pytest.Config, name: str) -> str | None:
+    """A path option's value, refused with one line when a name in it is longer than any
+    file system takes (opening it would fail with ENAMETOOLONG wherever it is read)."""
+    value = option_value(config, name)
+    if value is not None and any(len(part.encode()) > MAX_NAME_BYTES
+                                 for part in Path(str(value)).parts):
+        raise SetupError(f"--libero-{name}={echo(value)}: a name in it is longer than "
+                         f"{MAX_NAME_BYTES} bytes, more than a file system takes; give an "
+                         "existing path")
+    return None if value is None else str(value)
+
+
 def _int_option(config: pytest.Config, name: str) -> int | None:
     value = option_value(config, name)
     if value is None:
@@ -188,7 +215,7 @@ def _int_option(config: pytest.Config, name: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise SetupError(f"--libero-{name}={value!r} is not an integer") from None
+        raise SetupError(f"--libero-{name}={echo(value)} is not an integer") from None
 
 
 def _float_option(config: pytest.Config, name: str, *, allow_zero: bool = False) -> float | None:
@@ -198,13 +225,15 @@ def _float_option(config: pytest.Config, name: str, *, allow_zero: bool = False)
     try:
         return seconds(value, allow_zero=allow_zero)
     except ValueError as exc:
-        raise SetupError(f"--libero-{name}={str(value)[:40]!r} must be {exc}") from None
+        raise SetupError(f"--libero-{name}={echo(value)} must be {exc}") from None
 
 
 def build_plan(config: pytest.Config) -> RunPlan | None:
     profile_name = option_value(config, "profile")
     if profile_name is None:
         return None
+    if str(profile_name).endswith(".toml") or "/" in str(profile_name):
+        path_option(config, "profile")  # a path: a name in it the file system can hold
     task_ids = option_value(config, "task-ids")
     states = option_value(config, "init-states")
     kinds = option_value(config, "ood-kind")
@@ -223,7 +252,7 @@ def build_plan(config: pytest.Config) -> RunPlan | None:
     scope = PROFILE_SCOPE if own else option_value(config, "scope")
     selection = SelectionRequest(
         scope=scope,
-        suite=option_value(config, "suite"),
+        suite=parse_suites(suite) if (suite := option_value(config, "suite")) is not None else None,
         task_ids=parse_task_ids(task_ids) if task_ids is not None else None,
         mode=option_value(config, "mode"),
         init_states=parse_init_states(states) if states is not None else None,
@@ -258,7 +287,7 @@ def _switch(config: pytest.Config, name: str) -> bool:
 
 def gates(config: pytest.Config) -> Gates:
     """The operator's CI gates, validated (the baseline folder is read by the recorder)."""
-    baseline = option_value(config, "baseline")
+    baseline = path_option(config, "baseline")
     return Gates(
         min_success=_rate_option(config, "min-success"),
         baseline=Path(baseline) if baseline else None,
@@ -276,7 +305,7 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     except ValueError:
         rate = -1.0
     if not 0.0 <= rate <= 1.0:
-        raise SetupError(f"--libero-{name}={value!r} must be a number between 0 and 1")
+        raise SetupError(f"--libero-{name}={echo(value)} must be a number between 0 and 1")
     return rate
 
 
@@ -285,7 +314,7 @@ def run_id(config: pytest.Config) -> str | None:
     value = option_value(config, "run-id")
     problem = None if value is None else folder_name_problem(str(value))
     if problem is not None:
-        raise SetupError(f"--libero-run-id={str(value)[:40]!r}: a run id names one folder and "
+        raise SetupError(f"--libero-run-id={echo(value)}: a run id names one folder and "
                          f"{problem}; e.g. --libero-run-id=nightly-42")
     return None if value is None else str(value)
 
@@ -293,7 +322,7 @@ def run_id(config: pytest.Config) -> str | None:
 def isolation(config: pytest.Config) -> str:
     mode = option_value(config, "isolation")
     if mode not in ("process", "none"):
-        raise SetupError(f"--libero-isolation={mode!r}: allowed: process, none")
+        raise SetupError(f"--libero-isolation={echo(mode)}: allowed: process, none")
     return str(mode)
 
 
@@ -301,7 +330,7 @@ def prebuild(config: pytest.Config) -> bool:
     """Whether the next case's set-up starts while the current case runs."""
     value = option_value(config, "prebuild")
     if value not in ("on", "off"):
-        raise SetupError(f"--libero-prebuild={value!r}: allowed: on, off")
+        raise SetupError(f"--libero-prebuild={echo(value)}: allowed: on, off")
     return str(value) == "on"
 
 

@@ -22,6 +22,7 @@ from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import ood_identity, protocol_identity, realtime_identity
 from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
+from pytest_libero.protocol.text import echo
 
 RENDER_MODES = ("consumed", "all")
 EVIDENCE_LEVELS = ("full", "replayable")
@@ -207,7 +208,7 @@ def make_plan(
     selected = tuple(e for e, reason in asked if reason is None)
     mode = budget_mode or profile.budget_mode
     if mode not in BUDGET_MODES:
-        raise SetupError(f"--libero-budget-mode={mode!r} is unknown; allowed: {', '.join(BUDGET_MODES)}")
+        raise SetupError(f"--libero-budget-mode={echo(mode)} is unknown; allowed: {', '.join(BUDGET_MODES)}")
     calls = profile.max_policy_calls if max_policy_calls is None else max_policy_calls
     interval = profile.replan_interval if replan_interval is None else replan_interval
     if calls < 1:
@@ -215,17 +216,17 @@ def make_plan(
     if interval < 1:
         raise SetupError(f"--libero-replan-interval must be at least 1, got {interval}")
     if render not in RENDER_MODES:
-        raise SetupError(f"--libero-render={render!r} is unknown; allowed: {', '.join(RENDER_MODES)}")
+        raise SetupError(f"--libero-render={echo(render)} is unknown; allowed: {', '.join(RENDER_MODES)}")
     if video_stride < 1:
         raise SetupError(f"--libero-video-stride must be at least 1, got {video_stride}")
     level = evidence or DEFAULT_EVIDENCE.get(selection.mode, "full")
     if level not in EVIDENCE_LEVELS:
         raise SetupError(
-            f"--libero-evidence={level!r} is unknown; allowed: {', '.join(EVIDENCE_LEVELS)}"
+            f"--libero-evidence={echo(level)} is unknown; allowed: {', '.join(EVIDENCE_LEVELS)}"
         )
     chosen_track = track or profile.track
     if chosen_track not in TRACKS:
-        raise SetupError(f"--libero-track={chosen_track!r} is unknown; allowed: {', '.join(TRACKS)}")
+        raise SetupError(f"--libero-track={echo(chosen_track)} is unknown; allowed: {', '.join(TRACKS)}")
     plan = RunPlan(
         profile=profile,
         selection=selection,

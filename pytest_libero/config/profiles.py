@@ -30,6 +30,8 @@ from pytest_libero.protocol.parameters import (
     DEFAULT_REPLAN_INTERVAL,
     TRACKS,
 )
+from pytest_libero.protocol.shipped import DamagedInstall, damaged, shipped_bytes
+from pytest_libero.protocol.text import echo, mentioning
 
 _TOP_KEYS = {"name", "description", "infrastructure", "track", "policy", "budget", "stop",
              "action", "selection"}
@@ -125,8 +127,8 @@ class Profile:
                                  "one)")
             problem = transport.endpoint_problem(endpoint)
             if problem is not None:
-                raise SetupError(f"--libero-endpoint: {problem}; give {transport.schemes[0]}"
-                                 "HOST:PORT")
+                raise SetupError(f"--libero-endpoint: {mentioning(problem, endpoint)}; give "
+                                 f"{transport.schemes[0]}HOST:PORT")
             changes["endpoint"] = endpoint
         if call_timeout is not None:
             changes["call_timeout"] = call_timeout
@@ -134,7 +136,7 @@ class Profile:
             changes["wait_s"] = wait_s
         if out_of_bounds is not None:
             if out_of_bounds not in OUT_OF_BOUNDS_MODES:
-                raise SetupError(f"--libero-out-of-bounds={out_of_bounds!r}; allowed: "
+                raise SetupError(f"--libero-out-of-bounds={echo(out_of_bounds)}; allowed: "
                                  f"{', '.join(OUT_OF_BOUNDS_MODES)}")
             changes["out_of_bounds"] = out_of_bounds
         return replace(self, **changes) if changes else self
@@ -180,16 +182,23 @@ def load_profile(name_or_path: str) -> Profile:
     """Load a shipped profile by name, or any TOML file by path."""
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
-        if not path.is_file():
-            raise SetupError(f"--libero-profile: no profile file at {path}")
-        return parse_profile(path.read_bytes(), str(path.resolve()))
-    resource = data_path("profiles").joinpath(f"{name_or_path}.toml")
-    if not resource.is_file():
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # missing, a folder, a name too long for the file system
+            why = "" if isinstance(exc, (FileNotFoundError, IsADirectoryError)) else f" ({exc.strerror})"
+            raise SetupError(f"--libero-profile: no profile file at {path}{why}") from None
+        return parse_profile(data, str(path.resolve()))
+    if name_or_path not in builtin_names():
         raise SetupError(
-            f"--libero-profile={name_or_path!r} is not a shipped profile; "
+            f"--libero-profile={echo(name_or_path)} is not a shipped profile; "
             f"shipped: {', '.join(builtin_names())}, or give a path to a .toml file"
         )
-    return parse_profile(resource.read_bytes(), f"builtin:{name_or_path}")
+    try:  # a shipped profile that does not parse: the installation is damaged
+        return parse_profile(shipped_bytes(f"profiles/{name_or_path}.toml"), f"builtin:{name_or_path}")
+    except DamagedInstall:
+        raise
+    except SetupError as exc:
+        raise damaged(f"profiles/{name_or_path}.toml", str(exc)) from None
 
 
 def parse_profile(data: bytes, source: str) -> Profile:

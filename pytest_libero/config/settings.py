@@ -17,7 +17,7 @@ from pytest_libero.config.options import (
     build_plan,
     gates,
     isolation,
-    option_value,
+    path_option,
     prebuild,
     run_id,
     watchdog,
@@ -52,7 +52,7 @@ def read_settings(config: pytest.Config) -> Settings | None:
     plan = build_plan(config)
     if plan is None:
         return None
-    resume = option_value(config, "resume")
+    resume = path_option(config, "resume")
     chosen_id = run_id(config)
     if resume:
         clashing = ["--libero-run-id"] if chosen_id else []
@@ -60,7 +60,7 @@ def read_settings(config: pytest.Config) -> Settings | None:
             clashing.append("--libero-results")
         if clashing:
             raise SetupError(f"--libero-resume continues its own folder; drop {', '.join(clashing)}")
-    root = Path(option_value(config, "results"))
+    root = Path(str(path_option(config, "results")))
     return Settings(
         plan=plan,
         isolation=isolation(config),

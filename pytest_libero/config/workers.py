@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo
 
 WORKER_RUN_DIR = "libero_run_dir"
 WORKER_CASES = "libero_cases"
@@ -27,7 +28,7 @@ def parse_gpus(text: str) -> tuple[int, ...]:
     except ValueError:
         gpus = ()
     if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise SetupError(f"--libero-gpus={text!r}: give distinct GPU indices, e.g. 0,1,2,3")
+        raise SetupError(f"--libero-gpus={echo(text)}: give distinct GPU indices, e.g. 0,1,2,3")
     return gpus
 
 

@@ -35,6 +35,7 @@ from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.perturb import registry
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
+from pytest_libero.policy.limits import check_metadata, recorded_metadata
 from pytest_libero.protocol.clock import REALTIME, measured_delay
 from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
@@ -135,6 +136,7 @@ def run_case(
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         tell(Phase.POLICY_RESET)
         call_policy(policy.reset)
+        check_metadata(policy.metadata, policy_named(plan))  # each connection may send anew
     except EpisodeError as exc:
         if setup is not None:
             setup.close()
@@ -151,7 +153,8 @@ def run_case(
                 renders = setup.episode.renders()
                 signals = getattr(setup.episode, "safety_signals", lambda: None)()
                 setup.close()
-    record = _assemble(plan, entry, result, identity, timings, started, policy.metadata)
+    record = _assemble(plan, entry, result, identity, timings, started,
+                       recorded_metadata(policy.metadata))
     if ahead is not None and "setup_s" in timings:
         record["setup_started_at"] = round(ahead.finished_at - ahead.setup_s, 3)
     record["renders"] = renders
@@ -260,6 +263,13 @@ def mark_errored(record: CaseRecord, exc: BaseException, *, kind: str) -> None:
     record["outcome"] = "errored"
     record["error"] = error_record(exc, kind=kind)
     record["summary"] = f"errored ({kind}): {exc}"
+
+
+def policy_named(plan: RunPlan) -> str:
+    """The case's policy, as a message names it: its server's address, or its profile."""
+    profile = plan.profile
+    return (f"the policy server at {profile.endpoint}" if profile.served and profile.endpoint
+            else f"the policy of profile {profile.name!r}")
 
 
 def state_fed(profile_says: str, policy_metadata: Mapping[str, Any]) -> str:

@@ -12,10 +12,10 @@ of shape that readers must know about raises its version.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from pytest_libero.catalog.entries import EntryRecord, variant_of
+from pytest_libero.files import json_text
 
 RECORD_SCHEMA = "pytest-libero-record/2"
 READABLE_SCHEMAS = ("pytest-libero-record/1", RECORD_SCHEMA)
@@ -244,4 +244,4 @@ def record_from_json(data: Any) -> CaseRecord:
 
 def record_to_json(record: CaseRecord) -> str:
     """The record as one line of JSON (results.jsonl, the report's user property)."""
-    return json.dumps(record, sort_keys=True, default=str)
+    return json_text(record)

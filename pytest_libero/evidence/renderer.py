@@ -24,7 +24,6 @@ package has measured.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import sys
@@ -40,17 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.data import data_path
 from pytest_libero.files import tail_of
 from pytest_libero.protocol.hashing import array_sha256, canonical_json, sha256_bytes
 from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
 from pytest_libero.protocol.rendering import headless_rendering, prepare_simulator_environment
+from pytest_libero.protocol.shipped import need, reading, shipped_json
 
 REFERENCE_FRAME = "pytest-libero-reference-frame/1"
 """Names the scene below; a changed scene is a new frame, and every fingerprint moves."""
 IDENTITY_KEYS = ("frame", "sha256", "backend", "vendor", "renderer", "version")
 """What two fingerprints must share to be one renderer (the record's copy holds these)."""
 KNOWN_FILE = "renderers.json"
+KNOWN_SCHEMA = "pytest-libero-known-renderers/1"
 MEASURE_TIMEOUT_S = 180.0
 """How long a measuring process may take before it is killed (a hung GL driver)."""
 
@@ -263,8 +263,19 @@ def same(first: Mapping[str, Any] | None, second: Mapping[str, Any] | None) -> b
 
 @cache
 def _known() -> tuple[dict[str, Any], ...]:
-    table = json.loads(data_path(KNOWN_FILE).read_text(encoding="utf-8"))
-    return tuple(table["renderers"])
+    """The shipped known renderers; a damaged table is a usage error naming the file."""
+    table = shipped_json(KNOWN_FILE, KNOWN_SCHEMA)
+    with reading(KNOWN_FILE):
+        for i, entry in enumerate(need(table, "renderers", list)):
+            need(entry, "name", str, f"renderers[{i}].")
+            for key in IDENTITY_KEYS:
+                need(entry, key, (str, type(None)), f"renderers[{i}].")
+        return tuple(table["renderers"])
+
+
+def known_renderers() -> tuple[dict[str, Any], ...]:
+    """The renderers this package has measured (``data/renderers.json``), read once."""
+    return _known()
 
 
 def known(fingerprint: Mapping[str, Any] | None) -> dict[str, Any] | None:

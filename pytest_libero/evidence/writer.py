@@ -36,7 +36,6 @@ sees end of input and finalizes its files itself."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import weakref
@@ -70,6 +69,7 @@ from pytest_libero.evidence.layout import (
     hash_array,
     stream_name,
 )
+from pytest_libero.files import json_text
 from pytest_libero.policy.contract import RAW_REPLY, Observation, Reply
 from pytest_libero.protocol.clock import ChunkTiming
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
@@ -326,7 +326,7 @@ class CaseEvidence:
 
     @staticmethod
     def _write_line(handle: IO[str], record: Mapping[str, Any]) -> None:
-        handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
+        handle.write(json_text(record, separators=(",", ":")) + "\n")
         handle.flush()
 
 

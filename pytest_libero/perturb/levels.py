@@ -15,6 +15,7 @@ from pytest_libero.perturb import registry
 from pytest_libero.perturb.kind import GENERATOR, LEVELS, PERTURB_SEED
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import identity_with
+from pytest_libero.protocol.text import echo
 
 __all__ = ["GENERATOR", "LEVELS", "PERTURB_SEED", "level_table", "parse_perturbations",
            "perturb_identity", "table"]
@@ -37,13 +38,14 @@ def parse_perturbations(text: str) -> tuple[tuple[str, int], ...]:
             continue
         kind, sep, level = part.partition(":")
         if not sep or kind not in kinds or level not in {str(v) for v in LEVELS}:
+            which = "it" if part == text.replace(" ", "") else echo(part)  # quoted once
             raise SetupError(
-                f"--libero-perturb={text!r}: cannot read {part!r}; write KIND:LEVEL[,KIND:LEVEL...] "
+                f"--libero-perturb={echo(text)}: cannot read {which}; write KIND:LEVEL[,KIND:LEVEL...] "
                 f"with KIND one of {', '.join(kinds)} and LEVEL 1-4, or all"
             )
         asked.add((kind, int(level)))
     if not asked:
-        raise SetupError(f"--libero-perturb={text!r}: no KIND:LEVEL given")
+        raise SetupError(f"--libero-perturb={echo(text)}: no KIND:LEVEL given")
     return tuple(p for p in ((k, v) for k in kinds for v in LEVELS) if p in asked)
 
 

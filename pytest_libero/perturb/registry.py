@@ -23,6 +23,7 @@ from pytest_libero.perturb.kind import LEVELS, Applied, Context, Kind, KindAppli
 from pytest_libero.perturb.kinds import BUILTIN
 from pytest_libero.perturb.paraphrase import ParaphraseApplied
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo, mentioning
 
 _kinds: dict[str, Kind] = {kind.name: kind for kind in BUILTIN}
 _loaded: dict[str, str] = {}
@@ -82,21 +83,22 @@ def load(spec: str) -> Kind:
             return _kinds[name]
     module, sep, attribute = spec.partition(":")
     if not sep or not module or not attribute:
-        raise SetupError(f"--libero-kind={spec[:80]!r}: give module:Class, a perturbation "
+        raise SetupError(f"--libero-kind={echo(spec)}: give module:Class, a perturbation "
                          "kind importable where the cases run (docs/architecture.md)")
     try:
         found = getattr(import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
-        raise SetupError(f"--libero-kind={spec[:80]!r}: cannot import it ({exc}); give an "
+        raise SetupError(f"--libero-kind={echo(spec)}: cannot import it "
+                         f"({mentioning(str(exc), module)}); give an "
                          "importable module:Class") from exc
     made = found() if isinstance(found, type) and issubclass(found, Kind) else found
     if not isinstance(made, Kind):
-        raise SetupError(f"--libero-kind={spec[:80]!r} is a {type(found).__name__}, not a "
+        raise SetupError(f"--libero-kind={echo(spec)} is a {type(found).__name__}, not a "
                          "pytest_libero.perturb.kind.Kind subclass or instance")
     try:
         register(made)
     except ValueError as exc:
-        raise SetupError(f"--libero-kind={spec[:80]!r}: {exc}") from None
+        raise SetupError(f"--libero-kind={echo(spec)}: {mentioning(str(exc), spec)}") from None
     _loaded[made.name] = spec
     return made
 

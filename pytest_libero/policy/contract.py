@@ -8,12 +8,13 @@ through, so in-process and remote policies are held to exactly the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
+from pytest_libero.policy.limits import MAX_CHUNK_STEPS, check_chunk_steps, check_extras
 from pytest_libero.protocol.errors import InvalidAction
 from pytest_libero.protocol.parameters import ACTION_DIM, ACTION_HIGH, ACTION_LOW
 
@@ -114,7 +115,8 @@ def clip_prefix(prefix: np.ndarray) -> tuple[np.ndarray, Clipping | None]:
 
 
 def validate_reply(raw: object, out_of_bounds: str = "error") -> Reply:
-    """Check a reply against P6 and return it as float64 actions; never coerce silently.
+    """Check a reply against P6 and the bounds of ``policy.limits``, and return it as
+    float64 actions; never coerce silently.
 
     With ``out_of_bounds="clip"`` values outside [-1, 1] pass here; the episode clips
     the prefix it executes (:func:`clip_prefix`). NaN, inf, shape and dtype always error.
@@ -127,6 +129,7 @@ def validate_reply(raw: object, out_of_bounds: str = "error") -> Reply:
     stop = raw.get("stop", False)
     if not isinstance(stop, (bool, np.bool_)):
         raise InvalidAction(f"'stop' must be a boolean, got {type(stop).__name__}")
+    check_extras(raw, RAW_REPLY)
     extras = {k: v for k, v in raw.items() if k not in ("actions", "stop")}
     if "actions" not in raw:
         if stop:
@@ -139,36 +142,35 @@ def validate_reply(raw: object, out_of_bounds: str = "error") -> Reply:
     return Reply(actions=actions, stop=bool(stop), extras=extras)
 
 
-def validate_chunk(actions: object, *, bounded: bool = True) -> np.ndarray:
+def validate_chunk(actions: object, *, bounded: bool = True,
+                   longest: int | None = MAX_CHUNK_STEPS) -> np.ndarray:
     """Return the chunk as a (H, 7) float64 array, or raise InvalidAction saying why.
 
-    ``bounded=False`` leaves the range check to the caller (clip mode).
+    ``bounded=False`` leaves the range check to the caller (clip mode). At most
+    ``longest`` actions (a reply's bound, ``policy.limits``; None for a whole episode's
+    file). A list is read by the array rule: floats only, so a bool or an int anywhere in
+    it is refused (:func:`float_array`).
     """
-    if isinstance(actions, np.ndarray):
-        array = actions
-    elif isinstance(actions, (list, tuple)):
-        try:
-            array = np.asarray(actions)
-        except ValueError as exc:
-            raise InvalidAction(f"'actions' is a ragged list: {exc}") from None
-    else:
-        raise InvalidAction(
-            f"'actions' is a {type(actions).__name__}; send a float array of shape (H, 7)"
-        )
+    if isinstance(actions, (list, tuple)) and longest is not None:
+        check_chunk_steps(len(actions), longest)
+    array = float_array(actions, "'actions'")
     if array.dtype.kind != "f":
         raise InvalidAction(
             f"'actions' has dtype {array.dtype}; send float16/32/64 (booleans, integers, "
             "strings and objects are refused so no value is reinterpreted)"
         )
+    sent = tuple(array.shape)
     if array.ndim == 1:
         array = array.reshape(1, -1)
     if array.ndim != 2 or array.shape[1] != ACTION_DIM:
         raise InvalidAction(
-            f"'actions' has shape {tuple(np.shape(actions))}; expected (H, {ACTION_DIM}) "
+            f"'actions' has shape {sent}; expected (H, {ACTION_DIM}) "
             f"or ({ACTION_DIM},): 3 translation, 3 rotation, 1 gripper"
         )
     if array.shape[0] == 0:
         raise InvalidAction("'actions' is an empty chunk (0, 7); send at least one action or stop")
+    if longest is not None:
+        check_chunk_steps(array.shape[0], longest)
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]
         raise InvalidAction(
@@ -184,3 +186,71 @@ def validate_chunk(actions: object, *, bounded: bool = True) -> np.ndarray:
             "--libero-out-of-bounds=clip)"
         )
     return np.array(array, dtype=np.float64, order="C")
+
+
+def float_array(value: object, what: str) -> np.ndarray:
+    """``value`` as an array, a list read by the array rule: an array of ints or bools is
+    refused (its dtype says so), and so is a list holding one, wherever it stands.
+
+    numpy would read ``[0.5, 0, True]`` as floats, turning the bool into 1.0 and the int
+    into 0.0 without a word; here a bool is never a number and an int is not a float, as
+    for arrays. Raises InvalidAction naming ``what`` and the first such item (a bool
+    before an int); returns arrays as they are, for the caller's dtype check.
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise InvalidAction(f"{what} is a {type(value).__name__}; send a float array of shape (H, 7)")
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:
+        raise InvalidAction(f"{what} is a ragged list: {exc}") from None
+    refuse_non_floats(value, array, what)
+    return array
+
+
+def refuse_non_floats(items: list[Any] | tuple[Any, ...], array: np.ndarray, what: str) -> None:
+    """InvalidAction naming the first bool (else int) of the nested list ``items`` that
+    numpy read as ``array``; nothing when every number in it is a float."""
+    if array.dtype.kind not in "biuf":
+        return  # not numbers at all: the dtype check says so
+    for wanted in (_is_bool, _is_int):
+        found = _first(items, array.ndim, (), wanted)
+        if found is not None:
+            where, item = found
+            raise InvalidAction(
+                f"{what} holds {_described(item)} at {where}; send floats only (a bool is "
+                "never a number, and integers are refused as in an int array)")
+
+
+def _is_bool(item: object) -> bool:
+    return isinstance(item, (bool, np.bool_)) or (isinstance(item, np.ndarray)
+                                                   and item.dtype.kind == "b")
+
+
+def _is_int(item: object) -> bool:
+    return isinstance(item, (int, np.integer)) or (isinstance(item, np.ndarray)
+                                                    and item.dtype.kind in "iu")
+
+
+def _described(item: object) -> str:
+    if isinstance(item, np.ndarray):
+        return f"an array of dtype {item.dtype}"
+    if isinstance(item, (bool, np.bool_)):
+        return f"the bool {bool(item)}"
+    return f"the integer {int(item)}" if isinstance(item, (int, np.integer)) else repr(item)
+
+
+def _first(value: object, depth: int, where: tuple[int, ...],
+           wanted: Callable[[object], bool]) -> tuple[tuple[int, ...], object] | None:
+    """The position and value of the first item of the nested list ``value`` (``depth``
+    levels deep) that is ``wanted``, or None. Bounded: numpy has read it as a regular
+    array of that depth, and the chunk's length is checked first."""
+    if depth == 0 or isinstance(value, np.ndarray):
+        return (where, value) if wanted(value) else None
+    assert isinstance(value, (list, tuple))
+    for index, item in enumerate(value):
+        found = _first(item, depth - 1, (*where, index), wanted)
+        if found is not None:
+            return found
+    return None

@@ -15,6 +15,7 @@ __all__ = [
     "CallTimeout",
     "CodecError",
     "ConnectionLost",
+    "MetadataTooLarge",
     "OldPickleServer",
     "ProtocolViolation",
     "ReplyTooLarge",
@@ -76,6 +77,12 @@ class ReplyTooLarge(ProtocolViolation):
     """A reply past the size a policy server may send (a chunk is a few kilobytes)."""
 
     cause: ClassVar[str] = "reply_too_large"
+
+
+class MetadataTooLarge(ProtocolViolation):
+    """A policy's metadata past the size a record keeps (``policy.limits``)."""
+
+    cause: ClassVar[str] = "metadata_too_large"
 
 
 class CodecError(PolicyTransportError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pytest_libero.policy.errors import ServerUnavailable
+from pytest_libero.policy.errors import MetadataTooLarge, ServerUnavailable
 from pytest_libero.policy.transport import OnWait, ServedProfile, transport_named
 from pytest_libero.protocol.errors import PolicyTransportError, SetupError
 
@@ -42,6 +42,8 @@ def preflight(profile: ServedProfile, on_wait: OnWait | None = None) -> dict[str
             f"{profile.start_hint}; or point --libero-endpoint at a running server "
             f"(--libero-server-wait sets how long to wait). Last error: {_first_line(exc)}"
         ) from None
+    except MetadataTooLarge as exc:
+        raise SetupError(f"{_first_line(exc)} (profile {profile.name!r}); no case was run") from None
     except PolicyTransportError as exc:
         raise SetupError(
             f"the policy server at {endpoint} (profile {profile.name!r}) answered, but not "

@@ -15,19 +15,19 @@ from pytest_libero.data import (
     INVENTORY_FILE,
     OOD_CATALOG_FILE,
     OOD_INVENTORY_FILE,
-    data_path,
 )
 from pytest_libero.protocol.clock import realtime_parameters
 from pytest_libero.protocol.hashing import canonical_json, sha256_bytes
 from pytest_libero.protocol.parameters import full_schedule_parameters, protocol_parameters
+from pytest_libero.protocol.shipped import shipped_bytes
 
 
 @cache
 def data_digests() -> dict[str, str]:
     """sha256 of the packaged catalog and inventory files."""
     return {
-        "catalog_sha256": sha256_bytes(data_path(CATALOG_FILE).read_bytes()),
-        "inventory_sha256": sha256_bytes(data_path(INVENTORY_FILE).read_bytes()),
+        "catalog_sha256": sha256_bytes(shipped_bytes(CATALOG_FILE)),
+        "inventory_sha256": sha256_bytes(shipped_bytes(INVENTORY_FILE)),
     }
 
 
@@ -47,8 +47,8 @@ def ood_identity(mode: str = "fast") -> str:
     catalog and inventory, so native identities never move because OOD entries exist,
     and a changed OOD file never passes for the same evaluation."""
     return identity_with("libero-ood", {
-        "ood_catalog_sha256": sha256_bytes(data_path(OOD_CATALOG_FILE).read_bytes()),
-        "ood_inventory_sha256": sha256_bytes(data_path(OOD_INVENTORY_FILE).read_bytes()),
+        "ood_catalog_sha256": sha256_bytes(shipped_bytes(OOD_CATALOG_FILE)),
+        "ood_inventory_sha256": sha256_bytes(shipped_bytes(OOD_INVENTORY_FILE)),
     }, mode, "OOD")
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import time
 import uuid
 import warnings
@@ -42,7 +41,7 @@ from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import Entry, GeneratedPerturbation, OodSource
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.renderer import describe, standing
-from pytest_libero.files import write_text_atomic
+from pytest_libero.files import json_text, write_text_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, read_json, read_summary
 from pytest_libero.results.run_reader import load_run
@@ -122,7 +121,7 @@ def write_environment(alluredir: Path, run: Mapping[str, Any],
     items = environment_items(run) + latency_items(summary or {})
     lines = [f"{_escape_key(k)}={_escape_value(v)}" for k, v in items]
     write_text_atomic(alluredir / "environment.properties", "\n".join(lines) + "\n")
-    write_text_atomic(alluredir / "categories.json", json.dumps(CATEGORIES, indent=2) + "\n")
+    write_text_atomic(alluredir / "categories.json", json_text(CATEGORIES, indent=2, sort_keys=False) + "\n")
 
 
 class AllureEnvironment:
@@ -176,7 +175,7 @@ def write_figure_result(alluredir: Path, figure: Path, run: Mapping[str, Any]) -
         "attachments": [{"name": figure.name, "source": source, "type": "image/svg+xml"}],
     }
     path = alluredir / f"{result_id}-result.json"
-    write_text_atomic(path, json.dumps(result, indent=2) + "\n")
+    write_text_atomic(path, json_text(result, indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -418,14 +417,14 @@ def _report(
 
     test.steps.extend(_steps(record))
     _attach(
-        reporter, test.uuid, json.dumps(record, indent=2, default=str).encode(),
+        reporter, test.uuid, json_text(record, indent=2, sort_keys=False).encode(),
         RECORD_ATTACHMENT, "JSON",
     )
     if isinstance(record.get("safety"), Mapping):
         _attach(
             reporter, test.uuid,
-            json.dumps({**record["safety"], "engagement": record.get("engagement")},
-                       indent=2, default=str).encode(),
+            json_text({**record["safety"], "engagement": record.get("engagement")},
+                      indent=2, sort_keys=False).encode(),
             SAFETY_ATTACHMENT, "JSON",
         )
     video = _video_path(record, case_dir)

@@ -13,7 +13,6 @@ used only where it is already installed.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -22,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.files import json_text
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import CATEGORIES
 
@@ -67,7 +67,7 @@ def write_config(path: Path) -> Path:
             f"{path} exists and was not written by pytest-libero; it is left as it is: "
             "pass --config with another path"
         )
-    body = json.dumps(allure3_config(), indent=2)
+    body = json_text(allure3_config(), indent=2, sort_keys=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{HEADER}export default {body};\n", encoding="utf-8")

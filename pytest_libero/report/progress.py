@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord
+from pytest_libero.files import json_text
 from pytest_libero.policy.contract import Observation, Reply
 from pytest_libero.protocol.clock import ChunkTiming
 
@@ -178,7 +179,7 @@ class WorkerFile:
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
-            tmp.write_text(json.dumps(asdict(status)), encoding="utf-8")
+            tmp.write_text(json_text(asdict(status), sort_keys=False), encoding="utf-8")
             tmp.replace(self.path)
         except OSError:
             pass  # progress is a courtesy; the case must not notice

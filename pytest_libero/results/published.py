@@ -15,13 +15,12 @@ one-line ``state_caveat`` (shown by the terminal too).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pytest_libero.data import data_path
+from pytest_libero.protocol.shipped import reading, shipped_json
 
 PUBLISHED_FILE = "published_results.json"
 PUBLISHED_SCHEMA = "pytest-libero-published-results/1"
@@ -112,7 +111,11 @@ STATE_WORDS = {
 @cache
 def load_published() -> PublishedResults:
     """Read and check the packaged figures: every one names a pinned source."""
-    data = json.loads(data_path(PUBLISHED_FILE).read_text(encoding="utf-8"))
+    with reading(PUBLISHED_FILE):  # a damaged file is a usage error naming it
+        return _published(shipped_json(PUBLISHED_FILE))
+
+
+def _published(data: dict[str, Any]) -> PublishedResults:
     if data.get("schema") != PUBLISHED_SCHEMA:
         raise ValueError(f"{PUBLISHED_FILE}: schema {data.get('schema')!r}, expected {PUBLISHED_SCHEMA}")
     figures = []

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_libero.files import json_text
+
 SIGNALS_NAME = "safety.npz"
 ARRAYS = ("displacement_m", "tilt_deg", "rotation_deg", "height_m", "contact", "grasp", "reach_m")
 
@@ -48,7 +50,8 @@ class Signals:
 
     def save(self, path: Path) -> None:
         meta = {"objects": list(self.objects), "goal": list(self.goal), "support_m": self.support_m}
-        np.savez_compressed(path, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        text = json_text(meta, sort_keys=False)
+        np.savez_compressed(path, meta=np.frombuffer(text.encode(), dtype=np.uint8),
                             **{name: getattr(self, name) for name in ARRAYS})
 
     @classmethod

@@ -18,7 +18,6 @@ those with the measured reason. A table measured under other draws is refused.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from pytest_libero.data import ENVIRONMENT_ROOM_FILE, data_path
+from pytest_libero.data import ENVIRONMENT_ROOM_FILE
 from pytest_libero.perturb import settling
 from pytest_libero.perturb.contacts import at_rest_problems, forbidden_contacts, owners, touching
 from pytest_libero.perturb.kind import (
@@ -55,6 +54,7 @@ from pytest_libero.perturb.tabletop import (
     upright,
 )
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.shipped import need, reading, shipped_json
 
 if TYPE_CHECKING:
     from pytest_libero.catalog.entries import Entry
@@ -84,10 +84,12 @@ def draw_basis() -> dict[str, Any]:
 def room_table() -> dict[str, Any]:
     """The committed table: ``checked`` (task case ids), ``levels``, ``no_room``
     (``<task>~environment<N>`` -> the set-up's reason) and what it was measured with."""
-    table: dict[str, Any] = json.loads(data_path(ENVIRONMENT_ROOM_FILE).read_bytes())
-    if table.get("schema") != ROOM_SCHEMA:
-        raise SetupError(f"{ENVIRONMENT_ROOM_FILE} has schema {table.get('schema')!r}, not "
-                         f"{ROOM_SCHEMA!r}: rebuild it with MUJOCO_GL=egl python {ROOM_BUILDER}")
+    table = shipped_json(ENVIRONMENT_ROOM_FILE, ROOM_SCHEMA)  # a damaged one: reinstall
+    with reading(ENVIRONMENT_ROOM_FILE):
+        need(table, "checked", list)
+        need(table, "levels", list)
+        for key, reason in need(table, "no_room", dict).items():
+            need({key: reason}, key, str, "no_room.")
     if table.get("draw_basis") != draw_basis():
         raise SetupError(f"{ENVIRONMENT_ROOM_FILE} was measured under other environment draws "
                          "(generator, seed, redraws or level table changed): rebuild it with "

@@ -12,17 +12,20 @@ The levels build on each other (docs/perturbations.md).
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from typing import Any, ClassVar, Final
 
 from pytest_libero.catalog.case_id import CaseId
-from pytest_libero.data import INSTRUCTIONS_FILE, data_path
+from pytest_libero.catalog.entries import load_catalog
+from pytest_libero.data import INSTRUCTIONS_FILE
 from pytest_libero.perturb.kind import Context, Kind, KindApplied, Perturbation, Stage, seed_of
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
+from pytest_libero.protocol.shipped import json_table, need, reading, shipped_bytes
 
 SCHEMA: Final = "pytest-libero/instructions/1"
+LEVEL_KEYS: Final = ("1", "2", "3", "4")
+"""A row's levels, each a line of the table."""
 
 SHIPPED_SHA256: Final = "1adc0d54e978635addbd510b7977d0d64089d72492db69fe487d7227735027d2"
 """The sha256 of the table this version ships. Its words reach the policy, so a table
@@ -32,7 +35,7 @@ edited after installation is refused, never obeyed; a table rebuilt on purpose
 
 @cache
 def _raw() -> bytes:
-    raw = data_path(INSTRUCTIONS_FILE).read_bytes()
+    raw = shipped_bytes(INSTRUCTIONS_FILE)
     found = sha256_bytes(raw)
     if found != SHIPPED_SHA256:
         raise SetupError(f"{INSTRUCTIONS_FILE} in the installed pytest-libero is not the table "
@@ -44,11 +47,16 @@ def _raw() -> bytes:
 
 @cache
 def instruction_table() -> dict[str, Any]:
-    """The frozen table: ``entries[task id][level]`` and the task's own ``task`` text."""
-    table: dict[str, Any] = json.loads(_raw())
-    if table.get("schema") != SCHEMA:
-        raise ValueError(f"{INSTRUCTIONS_FILE} has schema {table.get('schema')!r}, not {SCHEMA!r}: "
-                         "rebuild it with python release/build_instructions.py")
+    """The frozen table: ``entries[task id][level]`` and the task's own ``task`` text, a
+    line of every level for every native task; a damaged or incomplete one is a usage
+    error naming the file (``protocol.shipped``)."""
+    table = json_table(INSTRUCTIONS_FILE, _raw(), SCHEMA)
+    with reading(INSTRUCTIONS_FILE):
+        entries = need(table, "entries", dict)
+        for entry in load_catalog().entries:
+            row = need(entries, entry.task_id, dict, "entries.")
+            for key in ("task", *LEVEL_KEYS):
+                need(row, key, str, f"entries.{entry.task_id}.")
     return table
 
 

@@ -13,8 +13,11 @@ from importlib import import_module
 from typing import Any
 
 from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.errors import MetadataTooLarge
+from pytest_libero.policy.limits import check_metadata
 from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo, mentioning
 
 
 def build_inprocess(
@@ -38,9 +41,10 @@ def build_inprocess(
     try:
         policy = factory(**options)
     except (TypeError, ValueError, OSError) as exc:
-        raise SetupError(
-            f"{owner}: {factory_path} rejected the policy options {dict(options)}: {exc}"
-        ) from exc
+        why = str(exc)  # it names the option at fault, a long name echoed
+        for key in options:
+            why = mentioning(why, key)
+        raise SetupError(f"{owner}: {factory_path} rejected the policy options: {why}") from exc
     if not isinstance(policy, Policy):
         missing = [m for m in ("metadata", "reset", "infer", "close") if not hasattr(policy, m)]
         raise SetupError(
@@ -48,6 +52,10 @@ def build_inprocess(
             f"lacks {', '.join(missing)}); the factory must return an object with metadata, "
             "reset(), infer(observation) and close()"
         )
+    try:
+        check_metadata(policy.metadata, f"{owner}: {factory_path}")
+    except MetadataTooLarge as exc:
+        raise SetupError(str(exc)) from None
     return policy
 
 
@@ -63,7 +71,7 @@ def parse_policy_options(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise SetupError(f"--libero-policy-option {item!r}: write KEY=VALUE")
+            raise SetupError(f"--libero-policy-option {echo(item)}: write KEY=VALUE")
         options[key.strip()] = _scalar(text.strip())
     return options
 

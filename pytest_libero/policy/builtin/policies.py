@@ -13,17 +13,22 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.policy.contract import Observation, validate_chunk
+from pytest_libero.policy.limits import MAX_CHUNK_STEPS
 from pytest_libero.protocol.errors import InvalidAction
 from pytest_libero.protocol.parameters import ACTION_DIM, ACTION_HIGH, ACTION_LOW, SEED
+from pytest_libero.protocol.text import echo
 
 HOLD_OPEN = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])
 COLUMNS = ("x", "y", "z", "roll", "pitch", "yaw", "gripper")
 
 
-def _whole(name: str, value: object, minimum: int) -> int:
+def _whole(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     """An integer option as given, never rounded: 2.5 or "abc" is refused by name."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, a whole number; got {value!r}")
+        raise ValueError(f"{name} must be at least {minimum}, a whole number; got {echo(value)}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, the most actions a reply may "
+                         f"hold; got {value}")
     return int(value)
 
 
@@ -33,7 +38,7 @@ class BuiltinPolicy:
     name = "builtin"
 
     def __init__(self, chunk: int = 5) -> None:
-        self.chunk = _whole("chunk", chunk, 1)
+        self.chunk = _whole("chunk", chunk, 1, MAX_CHUNK_STEPS)
         self.metadata: Mapping[str, Any] = {"policy": self.name, "chunk": self.chunk}
 
     def reset(self) -> None:
@@ -121,7 +126,7 @@ def load_actions(path: Path, out_of_bounds: str = "error") -> np.ndarray:
         raise ValueError(f"replay action file {path} is not a readable .npy array ({reason}); "
                          "save an (N, 7) float array with numpy.save") from None
     try:
-        actions = validate_chunk(raw, bounded=False)
+        actions = validate_chunk(raw, bounded=False, longest=None)  # an episode, not a chunk
     except InvalidAction as exc:
         raise ValueError(f"replay action file {path}: {exc}") from None
     outside = np.argwhere((actions < ACTION_LOW) | (actions > ACTION_HIGH))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.policy.contract import Observation
+from pytest_libero.policy.contract import Observation, refuse_non_floats
 from pytest_libero.protocol.errors import InvalidAction
 from pytest_libero.protocol.parameters import ACTION_DIM, CAMERAS
 
@@ -110,6 +110,8 @@ class Gr00tLayout:
         except (ValueError, TypeError):  # a ragged list, say
             raise InvalidAction(f"{where}: {key!r} is not a rectangular array of numbers; "
                                 f"expected {expected} floats") from None
+        if isinstance(value, (list, tuple)):  # the array rule: no bool or int hides in it
+            refuse_non_floats(value, array, f"{where}: {key!r}")
         shape = array.shape
         if self.batch:
             if array.ndim < 1 or shape[0] != 1:

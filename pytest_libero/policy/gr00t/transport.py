@@ -20,6 +20,7 @@ from pytest_libero.policy.errors import ServerError, TokenRefused
 from pytest_libero.policy.gr00t.layout import GRIPPER_TRANSFORMS, Gr00tLayout
 from pytest_libero.policy.gr00t.refusals import Refused, refused
 from pytest_libero.policy.gr00t.wire import WIRE_SETTINGS
+from pytest_libero.policy.limits import check_metadata
 from pytest_libero.policy.transport import (
     OnWait,
     ServedProfile,
@@ -183,7 +184,9 @@ class Gr00tTransport:
         policy = self.build(profile)
         assert isinstance(policy, Gr00tPolicy)
         try:
-            return preflight_facts(policy, on_wait)
+            facts = preflight_facts(policy, on_wait)
+            check_metadata(policy.metadata, f"the GR00T server at {profile.endpoint}")
+            return facts
         except TokenRefused:
             raise SetupError(f"{where} refused the API token ({_token_refusal(profile.settings)})"
                              "; no case was run") from None

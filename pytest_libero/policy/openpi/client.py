@@ -195,7 +195,7 @@ class WebsocketPolicyClient:
             self._drop(abort=True)
             raise ServerError(
                 f"policy server at {self.uri} sent an error instead of its metadata: "
-                f"{_last_line(frame)}\n{frame}",
+                f"{_server_text(frame)}",
                 traceback=frame,
             )
         try:
@@ -297,7 +297,7 @@ class WebsocketPolicyClient:
             self._drop(abort=True)
             raise ServerError(
                 f"the policy server at {self.uri} raised while answering: "
-                f"{_last_line(frame)}\n{frame}",
+                f"{_server_text(frame)}",
                 traceback=frame,
             )
         try:
@@ -332,7 +332,7 @@ class WebsocketPolicyClient:
         if isinstance(frame, str):
             raise ServerError(
                 f"the policy server at {self.uri} sent an error between requests: "
-                f"{_last_line(frame)}\n{frame}",
+                f"{_server_text(frame)}",
                 traceback=frame,
             )
         raise ProtocolViolation(
@@ -404,10 +404,15 @@ class _SendWatchdog:
                 _shutdown(ws)
 
 
-def _last_line(text: str) -> str:
-    """A traceback's last non-empty line: the exception, for a one-line cause."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "(empty error frame)"
+def _server_text(text: str) -> str:
+    """A server's traceback told once: its last non-empty line (the exception) first, for a
+    one-line cause, then the lines above it."""
+    lines = text.rstrip().splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return "(empty error frame)"
+    return "\n".join([lines[-1].strip(), *lines[:-1]]).rstrip()
 
 
 def _shutdown(ws: ClientConnection) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.policy.contract import Observation, Policy
+from pytest_libero.policy.limits import check_metadata
 from pytest_libero.policy.openpi.client import WebsocketPolicyClient, address_problem
 from pytest_libero.policy.openpi.layout import RequestLayout
 from pytest_libero.policy.openpi.probe import connect_within, probe_server
@@ -130,9 +131,12 @@ class WebsocketTransport:
         self._probe(profile, None)
 
     def _probe(self, profile: ServedProfile, on_wait: OnWait | None) -> None:
-        """GET /healthz, then a connection that reads the metadata frame, within wait_s."""
-        probe_server(profile.endpoint or "", wait_s=profile.wait_s,
-                     connect_timeout=profile.connect_timeout, on_wait=on_wait)
+        """GET /healthz, then a connection that reads the metadata frame, within wait_s;
+        metadata past its bound is refused (``policy.limits``)."""
+        metadata = probe_server(profile.endpoint or "", wait_s=profile.wait_s,
+                                connect_timeout=profile.connect_timeout, on_wait=on_wait)
+        check_metadata({str(k): v for k, v in metadata.items()},
+                       f"the policy server at {profile.endpoint}")
 
     def describe(self, settings: Any) -> dict[str, Any]:
         return {"request_layout": settings.describe()}
