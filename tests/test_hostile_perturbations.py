@@ -180,7 +180,6 @@ REWRITES: dict[str, Callable[[dict[str, Any]], None]] = {
     "telling-rewrite": lambda t: t["entries"]["libero_10-00"].update(
         {"1": "libero_10 level 1 semantic perturbation"}),
     "empty-rewrite": lambda t: t["entries"]["libero_10-00"].update({"1": ""}),
-    "task-missing": lambda t: t["entries"].pop("libero_10-00"),
 }
 
 
@@ -221,7 +220,7 @@ HOSTILE = [
             "only with the perturbation it ran under recorded\"",
             f"{THIS}::test_a_record_that_does_not_prove_its_perturbation_never_verifies"),
     Hostile(9, "an installed instruction table edited to say \"libero_10 level 1 semantic "
-            "perturbation\", an empty rewrite, a task missing",
+            "perturbation\", or an empty rewrite (well formed, so no other check refuses it)",
             "a usage error before any case (exit 4): \"libero_instructions.json in the installed "
             "pytest-libero is not the table this version shipped ... reinstall pytest-libero\"; "
             "the table's sha256 is pinned in the code",

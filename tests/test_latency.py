@@ -62,7 +62,7 @@ def test_the_terminal_and_the_allure_environment_show_the_percentiles(tmp_path: 
     (["--libero-profile=pi05", "--libero-realtime", "--libero-perturb=latency:2"],
      "--libero-realtime measures every delay; --libero-perturb=latency:2 sets them itself"),
     (["--libero-profile=zero", "--libero-perturb=latency:5"],
-     "--libero-perturb='latency:5': cannot read 'latency:5'"),
+     "--libero-perturb='latency:5': cannot read it"),
 ])
 def test_what_latency_refuses_is_a_usage_error_naming_it(pytester: pytest.Pytester, args: list[str],
                                                           said: str) -> None:

@@ -42,7 +42,7 @@ class _Option:
     help: str
     default: str | None = None
     switch: bool = False
-    """A flag without a value (``--libero-realtime``): on when given."""
+    """A flag (``--libero-realtime``): on when given alone, or ``on``/``off``."""
 
     @property
     def flag(self) -> str:
@@ -146,7 +146,8 @@ def register(parser: pytest.Parser) -> None:
         repeatable = option.name == "policy-option"
         help_text = option.help + (f" [default: {option.default}]" if option.default else "")
         if option.switch:
-            group.addoption(option.flag, dest=option.dest, action="store_const", const="on",
+            # ``--libero-realtime`` alone is on; ``=on``/``=off`` say it outright.
+            group.addoption(option.flag, dest=option.dest, nargs="?", const="on",
                             default=None, help=help_text)
         else:
             group.addoption(option.flag, dest=option.dest,
@@ -281,7 +282,7 @@ def _switch(config: pytest.Config, name: str) -> bool:
     """A flag, on the command line or as an ini key (on/off, true/false, 1/0)."""
     value = str(option_value(config, name) or "off").strip().lower()
     if value not in ("on", "off", "true", "false", "1", "0"):
-        raise SetupError(f"libero_{name.replace('-', '_')}={value[:40]!r}: allowed: on, off")
+        raise SetupError(f"--libero-{name}={echo(value)}: allowed: on, off (or the flag alone)")
     return value in ("on", "true", "1")
 
 

@@ -19,9 +19,8 @@ from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import load_catalog
 from pytest_libero.data import INSTRUCTIONS_FILE
 from pytest_libero.perturb.kind import Context, Kind, KindApplied, Perturbation, Stage, seed_of
-from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.hashing import sha256_bytes
-from pytest_libero.protocol.shipped import json_table, need, reading, shipped_bytes
+from pytest_libero.protocol.shipped import DamagedInstall, json_table, need, reading, shipped_bytes
 
 SCHEMA: Final = "pytest-libero/instructions/1"
 LEVEL_KEYS: Final = ("1", "2", "3", "4")
@@ -35,14 +34,7 @@ edited after installation is refused, never obeyed; a table rebuilt on purpose
 
 @cache
 def _raw() -> bytes:
-    raw = shipped_bytes(INSTRUCTIONS_FILE)
-    found = sha256_bytes(raw)
-    if found != SHIPPED_SHA256:
-        raise SetupError(f"{INSTRUCTIONS_FILE} in the installed pytest-libero is not the table "
-                         f"this version shipped (sha256 {found[:12]}..., shipped "
-                         f"{SHIPPED_SHA256[:12]}...): its words would be sent to the policy; "
-                         "reinstall pytest-libero")
-    return raw
+    return shipped_bytes(INSTRUCTIONS_FILE)
 
 
 @cache
@@ -57,11 +49,19 @@ def instruction_table() -> dict[str, Any]:
             row = need(entries, entry.task_id, dict, "entries.")
             for key in ("task", *LEVEL_KEYS):
                 need(row, key, str, f"entries.{entry.task_id}.")
+    found = sha256_bytes(_raw())
+    if found != SHIPPED_SHA256:  # well formed, but edited: its words would reach the policy
+        raise DamagedInstall(f"{INSTRUCTIONS_FILE} in the installed pytest-libero is not the "
+                             f"table this version shipped (sha256 {found[:12]}..., shipped "
+                             f"{SHIPPED_SHA256[:12]}...): its words would be sent to the "
+                             "policy; reinstall pytest-libero")
     return table
 
 
 def table_sha256() -> str:
-    """What the perturbed identity hashes: the table file's bytes."""
+    """What the perturbed identity hashes: the table file's bytes, once they are the
+    shipped table's."""
+    instruction_table()
     return sha256_bytes(_raw())
 
 
