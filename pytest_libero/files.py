@@ -164,16 +164,22 @@ def write_json_atomic(target: Path, data: Any) -> Path:
 def staged_folder(target: Path) -> Iterator[Path]:
     """A new folder written whole or not at all: the caller writes into a hidden folder
     beside ``target``, renamed to ``target`` when the block ends; on any error the hidden
-    folder is removed and nothing is left. OSError when either cannot be made (a file
-    in the way, ``target`` taken meanwhile)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    folder, and any folder made to hold it, is removed: nothing is left. OSError when
+    either cannot be made (a file in the way, ``target`` taken meanwhile)."""
+    made = [p for p in (target.parent, *target.parent.parents) if not os.path.lexists(p)]
     work = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
-    work.mkdir()
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work.mkdir()
         yield work
         os.rename(work, target)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        for folder in made:  # the folders made for it, deepest first, if still empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise
 
 

@@ -187,6 +187,8 @@ def shape_problem(value: Any, shape: Shape, where: str) -> str | None:
 
 
 def _table_problem(value: Any, table: Table, where: str) -> str | None:
+    """A table's problem: a key it must hold, then each key's shape (a name the record
+    chose is cut: a message never echoes more than a line)."""
     if not isinstance(value, dict):
         return f"{where!r} is a {_type_name(value)}"
     prefix = f"{where}." if where else ""
@@ -203,7 +205,7 @@ def _table_problem(value: Any, table: Table, where: str) -> str | None:
             named = table.names(name) if table.names is not None else None
             if named is not None:
                 return f"{where!r} {named}"
-            problem = (shape_problem(item, table.each, f"{prefix}{name}")
+            problem = (shape_problem(item, table.each, f"{prefix}{name[:60]}")
                        if table.each is not None else None)
             if problem is not None:
                 return problem

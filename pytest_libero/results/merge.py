@@ -79,6 +79,7 @@ def merge_runs(folders: Sequence[Path], out: Path | str | None = None) -> Path:
         raise SetupError(f"cannot merge {', '.join(map(str, folders))}: {clipped(mixed)}. A merge "
                          "never pools images of different renderers: keep these runs apart")
     selected: list[str] = list(first["plan"]["selection_cases"])
+    chosen = set(selected)
     records: dict[str, CaseRecord] = {}
     origin: dict[str, Path] = {}
     for folder, one in zip(folders, read):
@@ -89,6 +90,9 @@ def merge_runs(folders: Sequence[Path], out: Path | str | None = None) -> Path:
                     f"case {shown(case)} appears in both {origin[case]} and {folder}; "
                     "a merge never chooses between two episodes of one case"
                 )
+            if case not in chosen:
+                raise SetupError(f"{folder}: {RESULTS_NAME} holds {shown(case)!r}, a case its "
+                                 f"{RUN_NAME} did not select; the folder is damaged")
             records[case] = record
             origin[case] = folder
     target = destination(out, folders)

@@ -14,10 +14,9 @@ run's files. A case folder is read only as the run wrote it: a real folder (neve
 link), its files regular files in it, each read only up to the size a valid one has
 (``files.open_regular``); anything else is named, never waited on or followed.
 
-Records are checked with the run that holds them: each a case the run selected, and,
-in a run whose run.json names its renderer, each with its own fingerprint (every
-record of such a run carries one; a record without was edited, and would otherwise
-pass for a folder written before fingerprints).
+Records are checked with the run that holds them: in a run whose run.json names its
+renderer, each carries its own fingerprint (every record of such a run does; a record
+without was edited, and would otherwise pass for a folder written before fingerprints).
 """
 
 from __future__ import annotations
@@ -255,14 +254,9 @@ def read_run(folder: Path, option: str = "", *, plan: bool = True) -> RunRead:
 
 def _records_problem(run: dict[str, Any], records: list[CaseRecord]) -> str | None:
     """``line: what`` for the first record its run.json contradicts, or None."""
-    plan_ = run.get("plan")
-    selected = (set(plan_["selection_cases"]) if isinstance(plan_, dict)
-                and "selection_cases" in plan_ else None)
     fingerprinted = run.get("renderer") is not None
     for number, record in enumerate(records, start=1):
         case = shown(record["case"])
-        if selected is not None and record["case"] not in selected:
-            return f"{number}: {case!r} is a case its {RUN_NAME} did not select"
         if fingerprinted and "renderer" not in (record.get("identity") or {}):
             return (f"{number}: the record of {case!r} carries no renderer fingerprint "
                     f"(identity.renderer), though its {RUN_NAME} names the run's renderer and "
