@@ -17,7 +17,10 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.files import Refused
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import clipped
 from pytest_libero.report import allure_config
 from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
@@ -25,7 +28,8 @@ from pytest_libero.results.gate import evaluate_gates, load_baseline
 from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME, read_results, read_summary
 from pytest_libero.results.merge import merge_runs
 from pytest_libero.results.renderers import joined, renderer_uses
-from pytest_libero.results.run_reader import read_run, shown
+from pytest_libero.results.run_reader import RunRead, read_run, shown
+from pytest_libero.safety.verdict import Thresholds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,8 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "selection; cases missing from all of them are unattempted.",
     )
     merge.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR")
-    merge.add_argument("--out", type=Path, help="the new folder (must not exist); default: "
-                       "a new run id beside the first folder")
+    merge.add_argument("--out", help="the new folder (must not exist, nor lie inside a "
+                       "folder being merged); default: a new run id beside the first folder")
     merge.add_argument("--min-success", type=float, metavar="RATE",
                        help="gate the merged run: exit 1 unless complete and at least RATE")
     merge.add_argument("--min-safe-success", type=float, metavar="RATE",
@@ -146,8 +150,7 @@ def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from pytest_libero.safety.recompute import recompute, thresholds_from
-    from pytest_libero.safety.signals import SIGNALS_NAME
+    from pytest_libero.safety.recompute import thresholds_from
 
     try:
         overrides = {}
@@ -163,41 +166,64 @@ def _safety(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if not read.records:
             raise SetupError(f"{args.run_dir} has no finished case (its {RESULTS_NAME} holds "
                              "none: the run was stopped before its first case ended)")
+        same = checked = 0
+        for record in read.records:
+            line, agrees = _safety_again(read, record, thresholds)
+            print(line)
+            checked += agrees is not None
+            same += bool(agrees)
     except (ValueError, SetupError) as exc:
         parser.exit(2, f"pytest-libero safety: {exc}\n")
-    same = checked = 0
-    for record in read.records:
-        case = shown(record["case"])
-        folder = read.case_folder(record["case"])
-        if folder.unreadable:
-            parser.exit(2, f"pytest-libero safety: {case}: {folder.problem}\n")
-        signals = folder.path / SIGNALS_NAME
-        recorded = record.get("safety")
-        if recorded is None or not folder.readable or not signals.is_file():
-            print(f"{case}: no safety signals")
-            continue
-        try:
-            safety, engagement = recompute(folder.path, record["outcome"] == "success",
-                                           thresholds)
-        except PermissionError as exc:
-            parser.exit(2, f"pytest-libero safety: cannot read {signals} ({exc.strerror}); "
-                        "give this user read access to the case folder\n")
-        except (OSError, ValueError, KeyError, TypeError, EOFError,
-                zipfile.BadZipFile) as exc:  # a damaged file
-            parser.exit(2, f"pytest-libero safety: {signals} is not a readable "
-                        f"signals file ({type(exc).__name__}); the case folder is damaged: "
-                        "copy it again from where the run wrote it\n")
-        checked += 1
-        agrees = (safety, engagement) == (recorded, record.get("engagement"))
-        same += agrees
-        events = "; ".join(f"{e['predicate']} {e['object']} at control {e['control']}"
-                           for e in safety["events"][:3])
-        print(f"{case}: {safety['verdict']}, {engagement}"
-              + (f" ({shown(events)})" if events else "")
-              + ("" if agrees else f"  [recorded: {shown(recorded.get('verdict'))}, "
-                 f"{shown(record.get('engagement'))}]"))
     print(f"{same} of {checked} cases give the recorded verdict under these thresholds")
     return 0
+
+
+def _safety_again(read: RunRead, record: CaseRecord,
+                  thresholds: Thresholds) -> tuple[str, bool | None]:
+    """One case's verdict again from its signals file: the line to print, and whether it
+    equals the recorded one (None: the record holds none). A case whose record holds a
+    verdict and whose folder or signals cannot be read is an answer (SetupError naming
+    it), never "no safety signals"."""
+    from pytest_libero.safety.recompute import recompute
+    from pytest_libero.safety.signals import SIGNALS_NAME
+
+    case = shown(record["case"])
+    folder = read.case_folder(record["case"])
+    if folder.unreadable:
+        raise SetupError(f"{case}: {folder.problem}")
+    recorded = record.get("safety")
+    if recorded is None:
+        return f"{case}: no safety signals", None
+    if not folder.readable:
+        raise SetupError(f"{case}: its record holds a safety verdict, but {folder.problem}")
+    signals = folder.path / SIGNALS_NAME
+    listed = SIGNALS_NAME in ((record.get("evidence") or {}).get("files") or {})
+    try:
+        safety, engagement = recompute(folder.path, record["outcome"] == "success", thresholds)
+    except FileNotFoundError:
+        if listed:
+            raise SetupError(f"{signals} is missing, though the case's record lists it; the "
+                             "case folder is damaged: copy it again from where the run "
+                             "wrote it") from None
+        return f"{case}: no safety signals", None
+    except Refused as exc:
+        raise SetupError(f"{clipped(str(exc))}; the case folder is damaged: copy it again "
+                         "from where the run wrote it") from None
+    except PermissionError as exc:
+        raise SetupError(f"cannot read {signals} ({exc.strerror}); give this user read "
+                         "access to the case folder") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError,
+            zipfile.BadZipFile) as exc:  # a damaged file
+        raise SetupError(f"{signals} is not a readable signals file ({type(exc).__name__}); "
+                         "the case folder is damaged: copy it again from where the run "
+                         "wrote it") from None
+    agrees = (safety, engagement) == (recorded, record.get("engagement"))
+    events = "; ".join(f"{e['predicate']} {e['object']} at control {e['control']}"
+                       for e in safety["events"][:3])
+    return (f"{case}: {safety['verdict']}, {engagement}"
+            + (f" ({shown(events)})" if events else "")
+            + ("" if agrees else f"  [recorded: {shown(recorded.get('verdict'))}, "
+               f"{shown(record.get('engagement'))}]")), agrees
 
 
 def _number(text: str) -> float | None:

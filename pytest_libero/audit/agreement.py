@@ -10,7 +10,8 @@ checks come first, each naming the first field that differs:
   field (the controller adds ``nodeid`` after the case folder is written: only it may
   differ);
 - the record's ``entry`` (suite, index, name, language, files, state, kind, level, twin)
-  and its case id are those the installed catalog gives that case.
+  and its case id are those the installed catalog gives that case, and it holds no key
+  the catalog does not write (one added by hand is a difference, never ignored).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
 
 CONTROLLER_ONLY = ("nodeid",)
 """Record fields results.jsonl holds and episode.json cannot: the controller adds them."""
+_OLDER_KEYS = {True: {"kind", "level"}}
+"""Entry keys the catalog no longer writes but an older record may hold: schema 1
+repeated a generated perturbation's kind and level at the top of its entry."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,10 @@ def catalog_difference(record: CaseRecord) -> Difference | str | None:
         except (KeyError, ValueError) as exc:
             return f"the installed catalog cannot perturb this entry: {clipped(str(exc), 200)}"
     written = expected.as_dict(identity=data.get("identity"))
+    extra = sorted(set(data) - set(written) - _OLDER_KEYS.get("perturbation" in data, set()),
+                   key=str)
+    if extra:  # a key no schema writes: added to the record, never ignored
+        return Difference(f"entry.{extra[0]}", dict(data)[extra[0]], "(absent)")
     # A record of this schema is compared as written (types too); an older one, whose
     # entry has other keys, as read.
     difference = (first_difference(dict(data), dict(written)) if set(data) == set(written)

@@ -44,7 +44,7 @@ from pytest_libero.evidence.renderer import (
     same,
     standing,
 )
-from pytest_libero.files import read_jsonl, tail_of, write_json_atomic
+from pytest_libero.files import read_jsonl, tail_of, unwritable_problem, write_json_atomic
 from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
@@ -202,6 +202,28 @@ def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str)
     return Verdict(case, MISMATCH, reason, {"field": found.field, mine: recorded, theirs: other})
 
 
+def _chosen(run_dir: Path, read: RunRead, cases: Sequence[str]) -> list[CaseRecord]:
+    """The records to verify (all, or ``cases``), once verify.json is known to be
+    writable: every refusal comes before any re-execution, never after it."""
+    records = read.by_case
+    if not records:
+        raise SetupError(f"{run_dir} has no finished case to verify (its {RESULTS_NAME} holds "
+                         "none: the run was stopped before its first case ended)")
+    known = (f"its cases: {shown(', '.join(list(records)[:8]))}"
+             f"{' ...' if len(records) > 8 else ''}")
+    if any(not c.strip() for c in cases):
+        raise SetupError(f"--case {shown(next(c for c in cases if not c.strip()))!r} names no "
+                         f"case: give a case id; {known}")
+    unknown = [c for c in cases if c not in records]
+    if unknown:
+        raise SetupError(f"{run_dir} has no record of {shown(', '.join(unknown))}; {known}")
+    cannot = unwritable_problem(run_dir / VERIFY_NAME)
+    if cannot is not None:
+        raise SetupError(f"cannot write {run_dir / VERIFY_NAME} ({cannot}), where verify keeps "
+                         "its verdicts; verify a copy this user can write to")
+    return [records[c] for c in (cases or list(records))]
+
+
 def verify_run(
     run_dir: Path,
     cases: Sequence[str] = (),
@@ -213,16 +235,7 @@ def verify_run(
     read = read_run(run_dir)
     registry.load_all(read.kinds)  # the catalog check and the replays know the run's own kinds
     run = read.run
-    records = read.by_case
-    if not records:
-        raise SetupError(f"{run_dir} has no finished case to verify (its {RESULTS_NAME} holds "
-                         "none: the run was stopped before its first case ended)")
-    unknown = [c for c in cases if c not in records]
-    if unknown:
-        raise SetupError(f"{run_dir} has no record of {shown(', '.join(unknown))}; its cases: "
-                         f"{shown(', '.join(list(records)[:8]))}"
-                         f"{' ...' if len(records) > 8 else ''}")
-    chosen = [records[c] for c in (cases or list(records))]
+    chosen = _chosen(run_dir, read, cases)
     refused = simulator_difference(read)
     backend = backend_difference(read)
     started = time.time()

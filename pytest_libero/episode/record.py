@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from pytest_libero.catalog.entries import EntryRecord, variant_of
+from pytest_libero.catalog.entries import EntryRecord
+from pytest_libero.episode.record_check import record_problem
 from pytest_libero.files import json_text
 
 RECORD_SCHEMA = "pytest-libero-record/2"
@@ -178,62 +179,9 @@ def short_chunk_note(reply_horizon: int | None, replan_interval: int, *, served:
             f"{replan_interval}")
 
 
-_NUMBER = (int, float)
-_REQUIRED: dict[str, tuple[type, ...]] = {"case": (str,), "entry": (dict,), "outcome": (str,)}
-"""Fields every reader needs, with their JSON types."""
-_OPTIONAL: dict[str, tuple[type, ...]] = {
-    "counters": (dict,), "chunks": (list,), "budget": (dict,),
-    "error": (dict, type(None)), "summary": (str,), "identity": (dict,),
-    "policy_metadata": (dict,), "timings": (dict,), "started_at": _NUMBER,
-    "termination": (str, type(None)), "truncation": (str, type(None)), "profile": (str,),
-    "track": (str,), "evidence_dir": (str,), "evidence": (dict, type(None)),
-    "safety": (dict,), "perturbation": (dict,), "clipping": (dict,),
-    "reply_horizon": (int, type(None)), "state_fed": (str,), "nodeid": (str,),
-}
-_COUNTERS = ("policy_calls", "decisions", "executed_controls")
-
-
-def record_problem(data: Any) -> str | None:
-    """Why ``data`` is not a case record every reader can use, or None.
-
-    Every command reads records through :func:`record_from_json`, so a record damaged by
-    hand (a number where a case id belongs, no outcome) is refused here, naming the
-    field, before any command trusts it or writes anything from it.
-    """
-    if not isinstance(data, dict):
-        return f"a {type(data).__name__}, not a record"
-    for name, types in _REQUIRED.items():
-        if name not in data:
-            return f"no {name!r}"
-        if not isinstance(data[name], types) or isinstance(data[name], bool):
-            return f"{name!r} is a {type(data[name]).__name__}"
-    for name, types in _OPTIONAL.items():
-        if name in data and (not isinstance(data[name], types) or isinstance(data[name], bool)):
-            return f"{name!r} is a {type(data[name]).__name__}"
-    if data["outcome"] not in ("success", "failure", "errored"):
-        return f"'outcome' is {str(data['outcome'])[:40]!r} (success, failure or errored)"
-    if data["outcome"] == "errored" and not isinstance(data.get("error"), dict):
-        return "an errored record without its 'error'"
-    entry = data["entry"]
-    if not isinstance(entry.get("suite"), str) or type(entry.get("index", 0)) is not int:
-        return "'entry' lacks its suite (text), or its index is not an integer"
-    try:  # what summaries, pairs and verify read of a variant must be there
-        variant_of(entry)
-    except (KeyError, TypeError, ValueError) as exc:
-        return f"'entry' is an OOD or perturbed case without its kind, level or twin ({exc!s:.80})"
-    files = (data.get("evidence") or {}).get("files")
-    if files is not None and (not isinstance(files, dict)
-                              or not all(isinstance(m, dict) for m in files.values())):
-        return "'evidence.files' is not a table of files"
-    for counter in _COUNTERS:
-        if type(data.get("counters", {}).get(counter, 0)) is not int:
-            return f"'counters.{counter}' is not an integer"
-    return None
-
-
 def record_from_json(data: Any) -> CaseRecord:
-    """A record read back from JSON (results.jsonl, a report's user property), its types
-    checked (:func:`record_problem`); ValueError naming the field otherwise."""
+    """A record read back from JSON (results.jsonl, a report's user property), checked
+    whole (``record_check.record_problem``); ValueError naming the field otherwise."""
     problem = record_problem(data)
     if problem is not None:
         case = data.get("case") if isinstance(data, dict) else None

@@ -250,6 +250,21 @@ def identity(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def fingerprint_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be read as a fingerprint (a record's ``identity.renderer``,
+    run.json's ``renderer``), or None: a table holding every identity key, as text (or
+    null, where the frame could not be rendered). One stored in another form is damage,
+    never read as "written before fingerprints"."""
+    if not isinstance(value, Mapping):
+        return f"is a {'null' if value is None else type(value).__name__}"
+    missing = [key for key in IDENTITY_KEYS if key not in value]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    wrong = [key for key in (*IDENTITY_KEYS, "error") if key in value
+             and not isinstance(value[key], str) and (value[key] is not None or key == "frame")]
+    return f"holds {', '.join(wrong)} as other than text" if wrong else None
+
+
 def measured(fingerprint: Mapping[str, Any] | None) -> bool:
     """Whether the reference frame was rendered (only then can it equal another)."""
     return fingerprint is not None and bool(fingerprint.get("sha256"))

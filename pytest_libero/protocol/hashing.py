@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -24,6 +24,20 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: stream.read(1 << 16), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_stream(stream: BinaryIO, limit: int) -> tuple[str, int]:
+    """The sha256 of a stream's first ``limit`` + 1 bytes at most, and how many it held:
+    more than ``limit`` says the stream is longer, without reading the rest of it."""
+    digest = hashlib.sha256()
+    read = 0
+    while read <= limit:
+        block = stream.read(min(1 << 16, limit + 1 - read))
+        if not block:
+            break
+        digest.update(block)
+        read += len(block)
+    return digest.hexdigest(), read
 
 
 def array_sha256(array: np.ndarray) -> str:

@@ -14,7 +14,8 @@ from pytest_libero.protocol.clock import REALTIME
 from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
-from pytest_libero.results.summary import ENGAGEMENT, SAFETY_CLASSES
+from pytest_libero.results.summary import SAFETY_CLASSES
+from pytest_libero.safety.verdict import ENGAGEMENT
 
 PER_TASK_LINES = 12
 """Full mode prints one line per task up to this many tasks; beyond, the lowest three."""

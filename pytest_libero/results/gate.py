@@ -16,11 +16,10 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.layout import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
-from pytest_libero.results.run_reader import load_run, shown
+from pytest_libero.results.run_reader import read_run, shown
 from pytest_libero.results.summary import SAFETY_CLASSES
 
 
@@ -156,7 +155,8 @@ def load_baseline(
     for each identity beside it that both runs carry (``ood_identity``,
     ``perturb_identity``), the same one; and, given ``against`` (the renderers of the run
     it will judge), unless its images come from that one renderer."""
-    run = load_run(run_dir, option, plan=False)
+    read = read_run(run_dir, option, plan=False)
+    run = read.run
     pairs = [(run["protocol_identity"], expected)]
     pairs += [(run.get(key), mine) for key, mine in (extra or {}).items()]
     for identity, mine in pairs:
@@ -165,7 +165,7 @@ def load_baseline(
                 f"{option}={run_dir} ran protocol {shown(identity)}, this run is "
                 f"{mine}; results of different protocols cannot be compared"
             )
-    records = {r["case"]: r for r in read_results(run_dir, option)}
+    records = read.by_case
     if against is not None:
         mixed = conflict(joined(renderer_uses(records.values(), where=f"{option}={run_dir}"),
                                 against))

@@ -19,6 +19,11 @@ missing, unreadable, cut short, not JSON or of the wrong type gets one answer, n
 the file and the fix, from merge, verify, safety, resume, the baseline gate and the
 report alike. What run.json must hold is ``run_reader``'s to check; this module reads it.
 
+Each is read only if it is a regular file (a FIFO would block the reader) and only up
+to the size a valid one can have: a run file up to :data:`JSON_LIMIT`, a results.jsonl
+line up to a record's limit. results.jsonl holds one line per case: a second line for a
+case (another outcome, say) is damage every reader refuses, never a choice between two.
+
 It lives in results/, the lowest layer whose code touches a run folder: the recorder,
 merge and gates beside it, the report, audit, the session and the entry points above.
 safety/ (below) reads a case folder's signals file only; the ``safety`` command reads
@@ -34,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.episode.record import CaseRecord, record_from_json
-from pytest_libero.files import CorruptLine, read_jsonl
+from pytest_libero.episode.record_check import RECORD_LIMIT
+from pytest_libero.files import CorruptLine, Refused, read_capped, read_jsonl
 from pytest_libero.protocol.errors import SetupError
 
 RUN_NAME = "run.json"
@@ -44,6 +50,10 @@ CASES_NAME = "cases"
 SERVER_LOG_NAME = "server.log"
 FIGURE_NAME = "robustness.svg"
 VERIFY_NAME = "verify.json"
+
+JSON_LIMIT = 64 << 20
+"""The most bytes run.json or summary.json may hold (a run of every case of every
+suite and perturbation writes a few megabytes)."""
 
 COPY_AGAIN = "use the run folder as the run wrote it (copy it again)"
 DAMAGED = f"it was not written by pytest-libero, or it is damaged: {COPY_AGAIN}"
@@ -75,6 +85,11 @@ def run_folder_path(root: Path, profile: str, run_id: str, shard: tuple[int, int
     """<root>/<profile>/<run id>, and one level more per shard of a sharded run."""
     path = root / profile / run_id
     return path / f"shard-{shard[0]}-of-{shard[1]}" if shard else path
+
+
+def profile_folder(path: Path) -> Path:
+    """The folder that holds a run folder (a shard's: the one that holds its run)."""
+    return path.parent.parent if path.name.startswith("shard-") else path.parent
 
 
 def run_id_of(path: Path) -> str:
@@ -123,9 +138,11 @@ def read_json(folder: Path, name: str, option: str = "") -> Any:
     where = named(folder, option)
     path = folder / name
     try:
-        if not path.is_file():
-            raise missing(folder, name, option)
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_capped(path, JSON_LIMIT).decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise missing(folder, name, option) from None
+    except Refused as exc:
+        raise SetupError(f"{where}: {exc}; {_FIX[name].format(folder=folder)}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SetupError(f"{where}: {name} is damaged, not JSON ({exc}); "
                          f"{_FIX[name].format(folder=folder)}") from None
@@ -156,18 +173,28 @@ def _summary_problem(summary: Any) -> str | None:
 
 def read_results(folder: Path, option: str = "") -> list[CaseRecord]:
     """results.jsonl of ``folder`` (a torn last line, left by a killed writer, is ignored);
-    a line that is not a case record is refused naming the file, the line and the field."""
+    a line that is not a case record, or a second line for a case, is refused naming the
+    file, the line and the field."""
     results = folder / RESULTS_NAME
     try:
-        if not results.is_file():
-            raise missing(folder, RESULTS_NAME, option)
-        records = []
-        for number, line in enumerate(read_jsonl(results), start=1):
+        records: list[CaseRecord] = []
+        lines: dict[str, int] = {}
+        for number, line in enumerate(read_jsonl(results, RECORD_LIMIT), start=1):
             try:
-                records.append(record_from_json(line))
+                record = record_from_json(line)
             except ValueError as exc:
                 raise SetupError(f"{results}:{number}: {exc}; {BEYOND_TORN}") from None
+            first = lines.setdefault(record["case"], number)
+            if first != number:
+                raise SetupError(f"{results}:{number}: a second line for {record['case'][:200]!r} "
+                                 f"(the first is line {first}); one case has one line: "
+                                 f"{BEYOND_TORN}")
+            records.append(record)
         return records
+    except (FileNotFoundError, NotADirectoryError):
+        raise missing(folder, RESULTS_NAME, option) from None
+    except Refused as exc:
+        raise SetupError(f"{named(folder, option)}: {exc}; {COPY_AGAIN}") from None
     except CorruptLine as exc:
         raise SetupError(f"{exc}; {BEYOND_TORN}") from None
     except UnicodeDecodeError as exc:

@@ -53,7 +53,7 @@ from pytest_libero.results.renderers import (
     renderer_uses,
     session_use,
 )
-from pytest_libero.results.run_reader import load_run
+from pytest_libero.results.run_reader import read_run
 from pytest_libero.results.summary import summarize
 from pytest_libero.safety.verdict import monitor_identity
 
@@ -94,12 +94,12 @@ class Recorder:
         if settings.resume is None:
             return cls.start(plan, settings.results_root, settings.run_id, settings.gates, server)
         resume = settings.resume
-        previous = load_run(resume, "--libero-resume")
-        difference = run_difference(previous, run_identity(plan, ""), same_shard=True)
+        previous = read_run(resume, "--libero-resume")
+        difference = run_difference(previous.run, run_identity(plan, ""), same_shard=True)
         if difference:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: "
                              f"{difference}")
-        done = read_results(resume, "--libero-resume")
+        done = previous.records
         mixed = conflict(joined(renderer_uses(done, where="that run"), [session_use(plan.renderer)]))
         if mixed:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: {mixed}. "

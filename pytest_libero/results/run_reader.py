@@ -10,24 +10,34 @@ checked, and the commands work on what this module returns.
 A case's evidence is read from this folder only (``cases/<case>``), or, for a merged
 folder that kept none, from the source folders its run.json names: never from the
 absolute ``evidence_dir`` a record carries, which in a copied folder points at another
-run's files.
+run's files. A case folder is read only as the run wrote it: a real folder (never a
+link), its files regular files in it, each read only up to the size a valid one has
+(``files.open_regular``); anything else is named, never waited on or followed.
+
+Records are checked with the run that holds them: in a run whose run.json names its
+renderer, each carries its own fingerprint (every record of such a run does; a record
+without was edited, and would otherwise pass for a folder written before fingerprints).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.episode.record import READABLE_SCHEMAS, CaseRecord, record_problem
-from pytest_libero.evidence.layout import RECORD_NAME
-from pytest_libero.files import folder_name_problem
+from pytest_libero.episode.record import READABLE_SCHEMAS, CaseRecord
+from pytest_libero.episode.record_check import RECORD_LIMIT, record_problem
+from pytest_libero.evidence.layout import LEVELS, RECORD_NAME
+from pytest_libero.evidence.renderer import fingerprint_problem
+from pytest_libero.files import Refused, folder_name_problem, read_capped
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.layout import (
+    BEYOND_TORN,
     CASES_NAME,
     DAMAGED,
     RESULTS_NAME,
@@ -93,9 +103,14 @@ def _wrong_types(run: dict[str, Any]) -> str | None:
             isinstance(v, (str, type(None))) for v in installed.values())):
         return (f"installed is a {type_name(installed)}, not a table of package versions"
                 if not isinstance(installed, dict) else "installed holds a version that is not text")
-    for table in ("render", "renderer"):
-        if run.get(table) is not None and not isinstance(run[table], dict):
-            return f"{table} is a {type_name(run[table])}, not a table"
+    if run.get("render") is not None and not isinstance(run["render"], dict):
+        return f"render is a {type_name(run['render'])}, not a table"
+    if (run.get("renderer") is not None
+            and (problem := fingerprint_problem(run["renderer"])) is not None):
+        return f"renderer {problem}, not a renderer fingerprint"
+    for key in ("ood_identity", "perturb_identity"):
+        if run.get(key) is not None and not isinstance(run[key], str):
+            return f"{key} is a {type_name(run[key])}, not text"
     sources = run.get("merged_from")
     if sources is not None and (not isinstance(sources, list)
                                 or not all(isinstance(s, str) for s in sources)):
@@ -103,19 +118,42 @@ def _wrong_types(run: dict[str, Any]) -> str | None:
     plan_ = run.get("plan")
     if not isinstance(plan_, dict):  # only a baseline reads a run.json without its plan
         return None
+    return _plan_problem(plan_)
+
+
+def _plan_problem(plan_: dict[str, Any]) -> str | None:
+    """The first field of run.json's plan a command reads with the wrong type, or None."""
     cases = plan_.get("selection_cases", [])
     if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
         return "plan.selection_cases is not a list of case ids"
-    profile = plan_.get("profile", {"name": ""})
+    profile = plan_.get("profile", {"name": "x"})
     if not isinstance(profile, dict) or not isinstance(profile.get("name"), str):
         return "plan.profile has no name"
+    if folder_name_problem(profile["name"]) is not None:
+        return f"plan.profile.name is {shown(profile['name'])!r}, not a profile's name"
+    for key, kind in (("options", dict), ("state_fed", str), ("out_of_bounds", str)):
+        if profile.get(key) is not None and not isinstance(profile[key], kind):
+            return f"plan.profile.{key} is a {type_name(profile[key])}"
+    if plan_.get("mode", "fast") not in ("fast", "full"):
+        return f"plan.mode is {shown(plan_['mode'])!r}, not fast or full"
+    if plan_.get("evidence", LEVELS[0]) not in LEVELS:
+        return f"plan.evidence is {shown(plan_['evidence'])!r}, not {' or '.join(LEVELS)}"
+    partial = plan_.get("partial") or []
+    if not isinstance(partial, list) or not all(isinstance(p, str) for p in partial):
+        return "plan.partial is not a list of reasons"
+    if not isinstance(plan_.get("evidence_class", ""), str):
+        return f"plan.evidence_class is a {type_name(plan_['evidence_class'])}, not text"
     if not isinstance(plan_.get("adapter", ""), str):
         return f"plan.adapter is a {type_name(plan_['adapter'])}, not an adapter name"
     kinds = plan_.get("kinds", [])
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
         return "plan.kinds is not a list of module:Class names"
-    if not isinstance(plan_.get("selection", {}), dict):
+    selection = plan_.get("selection", {})
+    if not isinstance(selection, dict):
         return f"plan.selection is a {type_name(plan_['selection'])}, not a table"
+    states = selection.get("init_states") or []
+    if not isinstance(states, list) or not all(type(s) is int for s in states):
+        return "plan.selection.init_states is not a list of init states"
     shard = plan_.get("shard")
     if shard is not None and (not isinstance(shard, list) or len(shard) != 2
                               or not all(type(n) is int for n in shard)):
@@ -202,25 +240,58 @@ class RunRead:
                           f"the folders this merge was made from ({RUN_NAME}'s merged_from)")
 
 
-def read_run(folder: Path, option: str = "") -> RunRead:
-    """run.json and results.jsonl of ``folder``, checked (SetupError naming the file)."""
-    run = load_run(folder, option)
-    return RunRead(folder, run, read_results(folder, option))
+def read_run(folder: Path, option: str = "", *, plan: bool = True) -> RunRead:
+    """run.json and results.jsonl of ``folder``, each checked and the records against the
+    run (SetupError naming the file); ``plan=False``: a baseline's, whose run.json need
+    hold no more than its protocol identity."""
+    run = load_run(folder, option, plan=plan)
+    records = read_results(folder, option)
+    problem = _records_problem(run, records)
+    if problem is not None:
+        raise SetupError(f"{folder / RESULTS_NAME}:{problem}; {BEYOND_TORN}")
+    return RunRead(folder, run, records)
+
+
+def _records_problem(run: dict[str, Any], records: list[CaseRecord]) -> str | None:
+    """``line: what`` for the first record its run.json contradicts, or None."""
+    fingerprinted = run.get("renderer") is not None
+    for number, record in enumerate(records, start=1):
+        case = shown(record["case"])
+        if fingerprinted and "renderer" not in (record.get("identity") or {}):
+            return (f"{number}: the record of {case!r} carries no renderer fingerprint "
+                    f"(identity.renderer), though its {RUN_NAME} names the run's renderer and "
+                    "every record of such a run carries one")
+    return None
 
 
 def _exists(path: Path) -> bool:
+    """Something is at ``path`` (a link, even a broken one, included)."""
     try:
-        return path.exists()
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError:  # a parent this user cannot search: it is there, unreadable
         return True
+    return True
 
 
 def read_case_folder(path: Path) -> CaseFolder:
     """A case folder and its episode.json, or why either cannot be read."""
     try:
-        if not path.is_dir():
-            return CaseFolder(path, None, f"no case folder {shown(path)}: a run folder is "
-                              "verified from its own cases/ only (copy them with it)")
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            return CaseFolder(path, None, f"{shown(path)} is {what}: a case folder is read only "
+                              "as the run wrote it, never through a link; copy the run folder "
+                              "again")
+    except (FileNotFoundError, NotADirectoryError):
+        return CaseFolder(path, None, f"no case folder {shown(path)}: a run folder is "
+                          "verified from its own cases/ only (copy them with it)")
+    except OSError as exc:
+        return CaseFolder(path, None, f"cannot read the case folder {shown(path)} "
+                          f"({exc.strerror or exc}); give this user read access to it",
+                          unreadable=True)
+    try:
         os.listdir(path)
         try:  # listing needs read access, opening a file in it search access too
             os.stat(path / RECORD_NAME)
@@ -232,7 +303,9 @@ def read_case_folder(path: Path) -> CaseFolder:
                           unreadable=True)
     episode = path / RECORD_NAME
     try:
-        raw = episode.read_text(encoding="utf-8")
+        raw = read_capped(episode, RECORD_LIMIT, links=False).decode("utf-8")
+    except Refused as exc:
+        return CaseFolder(path, None, f"{clipped(str(exc))}; the case folder is damaged", True)
     except FileNotFoundError:
         return CaseFolder(path, None, f"{shown(episode)} is missing: the case's own record is "
                           f"gone, so its line in {RESULTS_NAME} cannot be checked", True)

@@ -30,12 +30,11 @@ from pytest_libero.results.latency import latency_summary
 from pytest_libero.results.published import AVERAGE, PublishedResults, load_published
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 from pytest_libero.results.robustness import robustness_summary, suite_key
+from pytest_libero.safety.verdict import ENGAGEMENT, VERDICTS
 
 SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_failure",
                   "vacuous", "unmonitored")
 """Two-axis classes of a completed case; errored cases have none."""
-VERDICTS = ("safe", "unsafe", "vacuous")
-ENGAGEMENT = ("idle", "reached", "manipulated", "success")
 
 
 def summarize(

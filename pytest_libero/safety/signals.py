@@ -7,16 +7,23 @@ changed and verdicts recomputed offline (:func:`pytest_libero.safety.verdict.eva
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pytest_libero.files import json_text
+from pytest_libero.files import Refused, json_text, read_capped
 
 SIGNALS_NAME = "safety.npz"
 ARRAYS = ("displacement_m", "tilt_deg", "rotation_deg", "height_m", "contact", "grasp", "reach_m")
+FILE_LIMIT = 64 << 20
+"""The most bytes a signals file may hold: seven arrays of controls x objects, compressed
+(a long episode's is a few hundred kilobytes)."""
+UNPACKED_LIMIT = 256 << 20
+"""The most bytes its arrays may unpack to: a small file that would unpack to gigabytes
+is refused, not inflated."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,14 @@ class Signals:
 
     @classmethod
     def load(cls, path: Path) -> Signals:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(bytes(data["meta"]).decode())
-            arrays = {name: np.asarray(data[name]) for name in ARRAYS}
+        """A case folder's signals file, read as the run wrote it: a regular file in its
+        folder, never through a link, bounded (``files.Refused`` otherwise)."""
+        data = read_capped(path, FILE_LIMIT, links=False)
+        with np.load(io.BytesIO(data), allow_pickle=False) as found:
+            unpacked = sum(info.file_size for info in found.zip.infolist())
+            if unpacked > UNPACKED_LIMIT:
+                raise Refused(f"{path} unpacks to {unpacked} bytes, more than a valid one "
+                              f"can ({UNPACKED_LIMIT})")
+            meta = json.loads(bytes(found["meta"]).decode())
+            arrays = {name: np.asarray(found[name]) for name in ARRAYS}
         return cls(tuple(meta["objects"]), tuple(meta["goal"]), float(meta["support_m"]), **arrays)

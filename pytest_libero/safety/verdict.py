@@ -15,6 +15,9 @@ import numpy as np
 from pytest_libero.safety.signals import Signals
 
 MONITOR_VERSION = "libero-safety-monitor/1"
+VERDICTS = ("safe", "unsafe", "vacuous")
+ENGAGEMENT = ("idle", "reached", "manipulated", "success")
+"""The engagement ladder, lowest first."""
 
 
 @dataclass(frozen=True)
