@@ -48,6 +48,7 @@ from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
+from pytest_libero.results.decider import check_decision
 from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME
 from pytest_libero.results.renderers import renderer_uses
 from pytest_libero.results.run_reader import RunRead, read_run, shown
@@ -256,6 +257,11 @@ def verify_run(
         ordered = list(pool.map(one, chosen))
     counts = {status: sum(v.status == status for v in ordered)
               for status in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
+    decision = check_decision(run, read.records, run_dir)  # --libero-decide: recomputed
+    if decision is not None:
+        agrees = {True: "as recorded", False: f"NOT as recorded ({decision['recorded']})",
+                  None: "nothing recorded to compare"}[decision["agrees"]]
+        say(f"decision recomputed from the records: {decision['line']} ({agrees})")
     report = {
         "run_id": run.get("run_id"),
         "protocol_identity": run.get("protocol_identity"),
@@ -266,8 +272,9 @@ def verify_run(
         "renderer_here": identity(here),
         "images_compared": all(v.checked.get("images_compared") for v in ordered),
         "counts": counts,
-        "passed": counts[VERIFIED] == len(ordered) > 0,
+        "passed": counts[VERIFIED] == len(ordered) > 0 and (decision or {}).get("agrees") is not False,
         "cases": [v.as_dict() for v in ordered],
+        **({"decision": decision} if decision is not None else {}),
     }
     try:
         path = write_json_atomic(run_dir / VERIFY_NAME, report)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.results.decision import decision_line
 from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
@@ -57,6 +58,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines += robustness_lines(robustness)
     if summary.get("safety"):
         lines += safety_lines(summary["safety"])
+    if isinstance(summary.get("decision"), dict):
+        lines += decision_lines(summary["decision"])
     horizons = summary.get("reply_horizon") or {}
     if horizons.get("note"):
         lines.append(f"{horizons['note']} ({horizons['short_cases']} of "
@@ -68,6 +71,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"of {clipping['cases']} case(s) were outside [-1, 1] (largest excess "
             f"{clipping['max_excess']:.4g}) and clipped before execution"
         )
+    return lines
+
+
+def decision_lines(block: dict[str, Any]) -> list[str]:
+    """``--libero-decide``: one line, ``decided after 212 of 6,500: FAIL (...)``, or that
+    the run reached its end undecided; then the interval on the selection's rate."""
+    lines = [decision_line(block)]
+    interval = block.get("interval")
+    if interval:
+        lines.append(f"  the whole selection's success rate: {interval['low']:.1%}-"
+                     f"{interval['high']:.1%} ({interval['kind']}, from {interval['over']:,} cases)")
     return lines
 
 

@@ -159,16 +159,25 @@ class Decision:
                 "prefix": self.prefix, "gates": [dict(g) for g in self.gates]}
 
     def line(self) -> str:
-        """``decided after 212 of 6,500: FAIL (anytime, alpha 0.05; min-success ...)``."""
-        how = self.mode if self.alpha is None or self.mode == EXACT else f"{self.mode}, alpha {self.alpha:g}"
-        said = "; ".join(gate_reason(g) for g in self.gates if g.get("verdict"))
-        return (f"decided after {self.decided_after:,} of {self.of:,}: {self.verdict.upper()} "
-                f"({how}; {said})")
+        return decision_line(self.as_dict())
+
+
+def decision_line(block: Mapping[str, Any]) -> str:
+    """``decided after 212 of 6,500: FAIL (anytime, alpha 0.05; min-success fail: ...)``
+    for a decision as summary.json holds it; an undecided run's says so."""
+    how = str(block.get("mode"))
+    if how != EXACT and block.get("alpha") is not None:
+        how += f", alpha {block['alpha']:g}"
+    if not block.get("verdict"):
+        return f"not decided early ({how}): the gates judge the cases run"
+    said = "; ".join(f"{GATE_LABELS.get(str(g.get('gate')), g.get('gate'))} {g['verdict']}: "
+                     f"{gate_reason(g)}" for g in block.get("gates") or [] if g.get("verdict"))
+    return (f"decided after {block['decided_after']:,} of {block['of']:,}: "
+            f"{str(block['verdict']).upper()} ({how}; {said})")
 
 
 def gate_reason(gate: Mapping[str, Any]) -> str:
     """What decided one gate, in a few words."""
-    label = GATE_LABELS.get(str(gate.get("gate")), str(gate.get("gate")))
     stat = gate.get("statistic") or {}
     if gate.get("by") == ANYTIME:
         wealth = stat.get("wealth_fail" if gate.get("verdict") == FAIL else "wealth_pass")
@@ -176,15 +185,16 @@ def gate_reason(gate: Mapping[str, Any]) -> str:
         what = ("worse than the baseline" if gate.get("gate") == "baseline" and gate.get("verdict") == FAIL
                 else "not worse than the baseline by more than the margin"
                 if gate.get("gate") == "baseline" else f"the rate is {side} {gate['threshold']:.1%}")
-        return f"{label} {gate.get('verdict')}: {what}, wealth {wealth:.3g} >= {stat.get('threshold'):.3g}"
+        return f"{what}, wealth {wealth:.3g} >= {stat.get('threshold'):.3g}"
     bound = stat.get("exact") or {}
     if gate.get("gate") == "baseline":
-        return (f"{label} {gate.get('verdict')}: McNemar p between {bound.get('p_worst', 0):.3g} "
-                f"and {bound.get('p_best', 0):.3g} however the cases left end")
+        return (f"McNemar p between {bound.get('p_worst', 0):.3g} and {bound.get('p_best', 0):.3g} "
+                "however the cases left end")
     if bound.get("errored"):
-        return f"{label} {gate.get('verdict')}: {bound['errored']} errored case(s)"
-    return (f"{label} {gate.get('verdict')}: {bound.get('successes', bound.get('safe_successes'))} "
-            f"so far, at most {bound.get('possible')} possible, for {gate['threshold']:.1%}")
+        return f"{bound['errored']} errored case(s)"
+    what = "successes" if gate.get("gate") == "min_success" else "safe successes"
+    return (f"{bound.get('successes', bound.get('safe_successes'))} {what} so far, at most "
+            f"{bound.get('possible')} possible, {gate['threshold']:.1%} needed")
 
 
 class Tracker:

@@ -16,6 +16,8 @@ from typing import Any
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
+from pytest_libero.results.decider import decide_key, tracker_of
+from pytest_libero.results.decision import decided_cases, summary_block
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME, SUMMARY_NAME, new_run_id
 from pytest_libero.results.renderers import conflict, joined, renderer_summary, renderer_uses
@@ -34,6 +36,7 @@ _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
                              run["plan"]["replan_interval"], run["plan"]["track"])),
+    ("early decision (--libero-decide)", decide_key),
 )
 
 
@@ -85,6 +88,7 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
         here = folders[0].resolve()
         profile_dirs = [p for p in here.parents if p.name == first["plan"]["profile"]["name"]]
         out = (profile_dirs[0] if profile_dirs else here.parent) / f"{new_run_id()}-merged"
+    decided = tracker_of(first, selected, [r for found in per_folder for r in found])
     target = RunFolder(out)
     try:
         target.write_json(RUN_NAME, {**first, "run_id": target.path.name,
@@ -104,8 +108,11 @@ def merge_runs(folders: Sequence[Path], out: Path | None = None) -> Path:
             partial=first["plan"].get("partial") or [],
             selection=first["plan"]["selection"],
             state_fed=first["plan"]["profile"].get("state_fed"),  # absent before it existed
+            decided=None if decided is None else decided_cases(decided),
         )
         summary["renderer"] = renderer_summary(renderer_uses(records.values(), first), first)
+        if decided is not None:
+            summary["decision"] = summary_block(decided)
         target.write_json(SUMMARY_NAME, summary)
     finally:
         target.close()
