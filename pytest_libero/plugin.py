@@ -101,7 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "libero-allure-environment")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     decider = recorder.decider
-    if decider is not None and not under_xdist:
+    workers = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
+    if decider is not None and not workers:  # (--libero-gpus may have asked for workers)
         config.pluginmanager.register(DecidedLoop(decider), "libero-decided-loop")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)

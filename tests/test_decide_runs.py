@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.runs import run_folder, run_pytest, run_records
-from pytest_libero.config.decide import RANDOM_PHASE, drawn_order, running_order
+from pytest_libero.config.decide import drawn_order, random_head, running_order
 from pytest_libero.config.decide_scheduling import DecideScheduling, units_of
 from pytest_libero.report.allure import environment_items
 from pytest_libero.results.decider import check_decision
@@ -215,7 +215,8 @@ def test_full_mode_runs_the_drawn_orders_head_then_native_order() -> None:
     native = [f"libero_10-{t:02d}-s{s}" for t in range(10) for s in range(50)]
     order = drawn_order(native, 1)
     running = running_order(order, native, "full")
-    head = round(RANDOM_PHASE * 500)
+    head = random_head(500)
+    assert (head, random_head(6500), random_head(40)) == (100, 325, 40)
     assert running[:head] == order[:head]
     assert list(running[head:]) == [c for c in native if c not in set(order[:head])]
     assert running_order(order, native, "fast") == order

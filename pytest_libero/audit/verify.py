@@ -197,6 +197,17 @@ def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str)
     return Verdict(case, MISMATCH, reason, {"field": found.field, mine: recorded, theirs: other})
 
 
+def recomputed_decision(read: RunRead, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """A run decided early (``--libero-decide``): its decision recomputed from run.json
+    and results.jsonl, said and compared with the recorded one; None otherwise."""
+    decision = check_decision(read.run, read.records, read.path)
+    if decision is not None:
+        agrees = {True: "as recorded", False: f"NOT as recorded ({decision['recorded']})",
+                  None: "nothing recorded to compare"}[decision["agrees"]]
+        say(f"decision recomputed from the records: {decision['line']} ({agrees})")
+    return decision
+
+
 def verify_run(
     run_dir: Path,
     cases: Sequence[str] = (),
@@ -255,13 +266,8 @@ def verify_run(
                 "those cases' images are not compared, the rest is re-executed")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
-    counts = {status: sum(v.status == status for v in ordered)
-              for status in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
-    decision = check_decision(run, read.records, run_dir)  # --libero-decide: recomputed
-    if decision is not None:
-        agrees = {True: "as recorded", False: f"NOT as recorded ({decision['recorded']})",
-                  None: "nothing recorded to compare"}[decision["agrees"]]
-        say(f"decision recomputed from the records: {decision['line']} ({agrees})")
+    counts = {s: sum(v.status == s for v in ordered) for s in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
+    decision = recomputed_decision(read, say)
     report = {
         "run_id": run.get("run_id"),
         "protocol_identity": run.get("protocol_identity"),

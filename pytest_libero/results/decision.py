@@ -215,6 +215,7 @@ class Tracker:
             if outcome in self._baseline_left:
                 self._baseline_left[outcome] += 1
         self._counts: dict[str, int] = {}
+        self.interval_cache: tuple[tuple[int, int], dict[str, Any] | None] | None = None
 
     def _gate(self, key: str, tested: int) -> GateState:
         spec = self.spec
@@ -367,6 +368,15 @@ def rate_interval(tracker: Tracker) -> dict[str, Any] | None:
     alpha from the drawn order's prefix (anytime mode), within the bounds the finished
     cases make certain; the certain bounds alone in exact mode. None when a case
     errored (the rate of the whole selection is then not its outcomes')."""
+    key = (tracker.prefix, len(tracker.finished))
+    if tracker.interval_cache is not None and tracker.interval_cache[0] == key:
+        return tracker.interval_cache[1]
+    found = _rate_interval(tracker)
+    tracker.interval_cache = (key, found)
+    return found
+
+
+def _rate_interval(tracker: Tracker) -> dict[str, Any] | None:
     records = tracker.finished
     if any(r["outcome"] == "errored" for r in records.values()):
         return None
