@@ -76,13 +76,15 @@ def test_a_baseline_gate_not_worse_for_certain_passes_after_one_case(
 
 
 def test_anytime_with_two_workers_stops_early(tmp_path: Path) -> None:
-    done = run_pytest(["-q", *TINY, "--libero-task-ids=0-9", "--libero-min-success=0.5",
+    """Ten cases under a 90% gate: two failures settle it, each worker's held next case
+    is skipped as decided."""
+    done = run_pytest(["-q", *TINY, "--libero-task-ids=0-9", "--libero-min-success=0.9",
                        "--libero-decide=anytime", "-n", "2"], tmp_path, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     folder = run_folder(tmp_path / "libero-results")
     summary = summary_of(folder)
     assert summary["decision"]["verdict"] == "fail"
-    assert len(run_records(folder)) <= 8 and summary["counts"]["decided"] >= 2
+    assert len(run_records(folder)) <= 6 and summary["counts"]["decided"] >= 4
     assert {r["worker"] for r in run_records(folder)} == {"gw0", "gw1"}
 
 

@@ -5,7 +5,7 @@ settled, and the order its cases run in.
 random order (its statistics need one, docs/decide.md); a fast-mode run hands them out in
 that order. In full mode a case drawn at init state k, built fresh, replays k native
 resets first (docs/full-mode.md), so only the order's first part (:func:`random_head`: 5% of
-the cases, at least 100) runs drawn; the rest runs in native order, each task's states in
+the cases, at least 200) runs drawn; the rest runs in native order, each task's states in
 its one kept environment. The test reads the drawn order only, so which cases its prefixes hold
 is unchanged: the running order decides when they finish, never what they say.
 
@@ -26,7 +26,7 @@ DEFAULT_MARGIN = 0.05
 RANDOM_PHASE = 0.05
 """Full mode: the share of the drawn order that runs in that order (then native order);
 bench/decide_early.py measured 5% against 10-100% (docs/decide.md)."""
-RANDOM_PHASE_LEAST = 100
+RANDOM_PHASE_LEAST = 200
 """... but at least this many cases (a small selection's decisions need them)."""
 
 
