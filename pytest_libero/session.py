@@ -30,6 +30,7 @@ from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.report import progress as live_progress
 from pytest_libero.results.decider import decided_line
+from pytest_libero.results.decision_summary import decision_line
 from pytest_libero.results.layout import RESULTS_NAME, case_path
 from pytest_libero.results.recorder import Recorder
 
@@ -86,8 +87,9 @@ def controller_session(settings: Settings, *, collect_only: bool,
     decider = recorder.decider
     if decider is not None and decider.decided and settings.resume is not None:
         assert decider.tracker.decision is not None
-        sys.stderr.write(f"pytest-libero: {settings.resume} was {decider.tracker.decision.line()}; "
-                         "the run is complete: no case is left to run\n")
+        said = decision_line(decider.tracker.decision.as_dict())
+        sys.stderr.write(f"pytest-libero: {settings.resume} was {said}; the run is complete: "
+                         "no case is left to run\n")
         sys.stderr.flush()
     return Session(settings, recorder.plan, recorder.folder.path, recorder,
                    order=None if decider is None else decider.running)

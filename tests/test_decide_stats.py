@@ -20,16 +20,8 @@ from hypothesis import strategies as st
 
 from pytest_libero.results import betting
 from pytest_libero.results.betting import Wealth, interval, null_mean_now, stake
-from pytest_libero.results.decision import (
-    ANYTIME,
-    EXACT,
-    DecideSpec,
-    Tracker,
-    decided_cases,
-    rate_interval,
-    recompute,
-    summary_block,
-)
+from pytest_libero.results.decision import ANYTIME, EXACT, DecideSpec, Tracker, decided_cases, recompute
+from pytest_libero.results.decision_summary import decision_line, rate_interval, summary_block
 from pytest_libero.results.exact import FAIL, PASS, baseline_rule, safe_success_rule, success_rule
 from pytest_libero.results.gate import min_success_gate
 from pytest_libero.results.mcnemar import mcnemar_worse_p
@@ -246,7 +238,7 @@ def test_the_zero_policy_over_five_cases_is_decided_after_three_failures() -> No
     decision = tracker.add(record(selected[2], "failure"))
     assert decision is not None and decision.verdict == FAIL and decision.decided_after == 3
     assert decided_cases(tracker) == selected[3:]
-    assert "decided after 3 of 5: FAIL (exact;" in decision.line()
+    assert "decided after 3 of 5: FAIL (exact;" in decision_line(decision.as_dict())
 
 
 def test_a_success_over_two_cases_passes_a_half_gate_after_one() -> None:
@@ -262,7 +254,7 @@ def test_an_errored_case_decides_a_rate_gate_at_once_in_either_mode() -> None:
         tracker = Tracker(DecideSpec(mode, tuple(selected), alpha=alpha, min_success=0.1), selected)
         decision = tracker.add(record(selected[4], "errored"))
         assert decision is not None and decision.verdict == FAIL
-        assert "1 errored case(s)" in decision.line()
+        assert "1 errored case(s)" in decision_line(decision.as_dict())
 
 
 def test_the_run_waits_for_every_gate_to_pass_and_stops_at_the_first_that_fails() -> None:

@@ -107,7 +107,7 @@ OPTIONS = (
     _Option("alpha", "--libero-decide=anytime: the level of the betting test (0-1, "
             "exclusive) [default: 0.05]"),
     _Option("order-seed", "--libero-decide=anytime: the integer seed of the random order "
-            "(default: drawn, recorded in run.json)"),
+            "(default: drawn at the run's start, and recorded)"),
     _Option("baseline-margin", "--libero-decide=anytime with --libero-baseline: decide "
             "'not worse by more than MARGIN' (rate points, 0-1) [default: 0.05]"),
     _Option("isolation", "process (each case's simulator in a watched child process: a "

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.results.decision import decision_line
+from pytest_libero.results.decision_summary import decision_line
 from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
@@ -243,7 +243,7 @@ def _percent(value: float) -> str:
 
 def _task_gaps(rate: dict[str, Any]) -> str:
     states = rate.get("states") or {}
-    gaps = [f"{states[k]} {k}" for k in ("errored", "unattempted") if states.get(k)]
+    gaps = [f"{states[k]} {k}" for k in ("errored", "unattempted", "decided") if states.get(k)]
     return f" [{', '.join(gaps)}]" if gaps else ""
 
 

@@ -25,14 +25,8 @@ from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import write_json_atomic
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.decision import (
-    ANYTIME,
-    DecideSpec,
-    Tracker,
-    decision_line,
-    recompute,
-    summary_block,
-)
+from pytest_libero.results.decision import ANYTIME, DecideSpec, Tracker, recompute
+from pytest_libero.results.decision_summary import decision_line, summary_block
 from pytest_libero.results.layout import DAMAGED, DECISION_NAME, SUMMARY_NAME
 from pytest_libero.results.rates import COMPLETED
 
@@ -115,8 +109,8 @@ class Decider:
         decision = self.tracker.add(record)
         if decision is not None and not before:
             try:
-                write_json_atomic(self.folder / DECISION_NAME,
-                                  {**decision.as_dict(), "line": decision.line()})
+                block = decision.as_dict()
+                write_json_atomic(self.folder / DECISION_NAME, {**block, "line": decision_line(block)})
             except OSError as exc:  # the cases left then run: nothing is lost but time
                 self.write_error = f"could not write {self.folder / DECISION_NAME}: {exc}"
 

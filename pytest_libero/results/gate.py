@@ -16,7 +16,8 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.decision import GATE_LABELS, gate_reason
+from pytest_libero.results.decision import GATE_LABELS
+from pytest_libero.results.decision_summary import gate_reason
 from pytest_libero.results.layout import read_results
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.rates import COMPLETED

@@ -17,7 +17,8 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.decider import decide_key, tracker_of
-from pytest_libero.results.decision import decided_cases, summary_block
+from pytest_libero.results.decision import decided_cases
+from pytest_libero.results.decision_summary import summary_block
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME, SUMMARY_NAME, new_run_id
 from pytest_libero.results.renderers import conflict, joined, renderer_summary, renderer_uses

@@ -33,7 +33,8 @@ from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.results.decider import Decider, decide_spec
-from pytest_libero.results.decision import decided_cases, summary_block
+from pytest_libero.results.decision import decided_cases
+from pytest_libero.results.decision_summary import summary_block
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
 from pytest_libero.results.layout import (
