@@ -35,9 +35,11 @@ SCRIPTED = ("--libero-profile=zero", "--libero-adapter=decide_adapter:Adapter",
             "--libero-replan-interval=1", "--libero-evidence=replayable")
 
 
-def run(where: Path, *args: str, success: str = "") -> subprocess.CompletedProcess[str]:
-    """pytest with the scripted adapter; ``success``: the task indices that succeed."""
-    env = {**os.environ, "LIBERO_FAKE_SUCCESS": success,
+def run(where: Path, *args: str, success: str = "",
+        slow: str = "") -> subprocess.CompletedProcess[str]:
+    """pytest with the scripted adapter; ``success``: the task indices that succeed;
+    ``slow``: those that take three seconds."""
+    env = {**os.environ, "LIBERO_FAKE_SUCCESS": success, "LIBERO_FAKE_SLOW": slow,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
     return run_pytest(["-q", *SCRIPTED, *args], where, env=env, timeout=300)
 
@@ -110,7 +112,7 @@ def test_anytime_under_xdist_hands_out_no_case_after_the_decision(tmp_path: Path
     """Two workers: each holds at most two cases, so past the decision only what was
     already held may run (and the held next case is skipped as decided)."""
     done = run(tmp_path, "--libero-task-ids=0-39", "--libero-min-success=0.9",
-               "--libero-decide=anytime", "--libero-order-seed=3", "-n", "2", "-rs")
+               "--libero-decide=anytime", "--libero-order-seed=3", "-n", "2")
     assert done.returncode == 1, done.stdout + done.stderr
     folder = run_folder(tmp_path / "libero-results")
     order = drawn_order(cases(range(40)), 3)
@@ -122,7 +124,17 @@ def test_anytime_under_xdist_hands_out_no_case_after_the_decision(tmp_path: Path
     assert ran <= set(order[:finished + 4])  # handed out in order, two held per worker
     summary = read(folder, "summary.json")
     assert summary["counts"]["decided"] == 40 - len(ran)
-    assert "not run: decided after" in done.stdout or len(ran) == decision["decided_after"] + 4
+
+
+def test_a_workers_held_case_is_skipped_as_decided(tmp_path: Path) -> None:
+    """Worker A holds cases 0 and 2, B cases 1 and 3. Case 1 fails a 100% gate while A is
+    still in case 0 (slow): when A's turn comes to case 2, the run is decided."""
+    done = run(tmp_path, "--libero-task-ids=0-3", "--libero-min-success=1",
+               "--libero-decide=exact", "-n", "2", "-rs", success="0", slow="0")
+    assert done.returncode == 1, done.stdout + done.stderr
+    ran = [r["case"] for r in run_records(run_folder(tmp_path / "libero-results"))]
+    assert "libero_90-02" not in ran and {"libero_90-00", "libero_90-01"} <= set(ran)
+    assert "not run: decided after" in done.stdout
 
 
 def test_resuming_a_decided_run_says_it_is_complete(
