@@ -166,6 +166,8 @@ def test_merge_keeps_a_decision_and_refuses_to_mix_decided_and_undecided_runs(
     other = tmp_path / "undecided"
     other.mkdir()
     run(other, "--libero-task-ids=0-4")
+    plain = read(run_folder(other / "libero-results"), "summary.json")
+    assert "decided" not in plain["counts"] and "decision" not in plain  # no such class
     with pytest.raises(SystemExit) as refused:
         cli.main(["merge", str(folder), str(run_folder(other / "libero-results")),
                   "--out", str(tmp_path / "mixed")])

@@ -191,7 +191,7 @@ class Recorder:
         summary = summarize(
             [e.case_id for e in self.plan.owned],
             self.records,
-            decided=decided_cases(tracker) if tracker is not None else (),
+            decided=None if tracker is None else decided_cases(tracker),
             run_id=run_id_of(self.folder.path),
             profile=self.plan.profile.name,
             evidence_class=self.plan.evidence_class,
