@@ -288,6 +288,10 @@ def test_the_scheduler_keeps_a_tasks_consecutive_states_on_one_worker() -> None:
     ids = [f"t.py::test_libero_task[libero_10-00-s{s}]" for s in range(4)] + [
         f"t.py::test_libero_task[libero_10-01-s{s}]" for s in range(2)]
     assert units_of(ids) == [[0, 1, 2, 3], [4, 5]]
+    drawn = [f"t.py::test_libero_task[{c}]" for c in (
+        "libero_10-00-s6", "libero_10-00-s2", "libero_10-00-s2~camera1", "libero_10-00-s9",
+        "libero_10-01-s9", "libero_10-01", "libero_10-01")]
+    assert units_of(drawn) == [[0], [1, 2, 3], [4], [5], [6]]  # only what continues
     sched, a, b = scheduler(ids, [False])
     assert (a.sent, b.sent) == ([0, 1], [4, 5])
     sched.mark_test_complete(a, 0)

@@ -5,9 +5,10 @@ xdist's own schedulers send workers large batches up front, which a worker runs 
 the controller learns meanwhile, and out of the order the decision reads. Here each
 worker holds at most two cases (the one it runs and the next, which it sets up ahead:
 xdist's worker needs its next item before it runs one), and the controller hands out the
-next as each ends, in the run's order. Consecutive cases of one task (full mode's native
-part, a task drawn twice in a row) form one unit that one worker takes whole, in order,
-so its kept environment serves them (``catalog/placement.py``). Once ``decided()`` says
+next as each ends, in the run's order. Consecutive cases that continue one another (full
+mode: a task's later state, a perturbed copy of the same state; the native part of the
+order is made of them) form one unit that one worker takes whole, in order, so the kept
+environment serves them (``catalog/placement.py``). Once ``decided()`` says
 so, nothing more is handed out; the case a worker already holds as its next is skipped
 as decided when its turn comes (it finds the run folder's ``decision.json``).
 Built only under xdist; imports it.
@@ -21,23 +22,46 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
-from pytest_libero.config.task_scheduling import task_scope
+from pytest_libero.catalog.case_id import CaseId
 
 HELD = 2
 """Cases a worker holds: the one it runs and its next."""
 
 
+def case_of(nodeid: str) -> CaseId | None:
+    """The case id in an item's node id, if it holds one."""
+    head, bracket, param = nodeid.removesuffix("]").rpartition("[")
+    if not bracket or not nodeid.endswith("]"):
+        return None
+    try:
+        return CaseId.parse(param)
+    except ValueError:
+        return None
+
+
+def continues(before: CaseId | None, after: CaseId | None) -> bool:
+    """Whether ``after`` can run in the process that ran ``before``: full mode, the same
+    task, a later state (its kept environment), or a perturbed copy of the same state
+    (which runs beside it while the kept environment waits)."""
+    if before is None or after is None or before.state is None or after.state is None:
+        return False
+    if before.task != after.task:
+        return False
+    return after.state > before.state or (after.state == before.state and after.variant is not None)
+
+
 def units_of(nodeids: Sequence[str]) -> list[list[int]]:
-    """Item indices in order, consecutive items of one task grouped as one unit."""
+    """Item indices in order, each run of items that continue one another (a task's
+    states in order, their perturbed copies) grouped as one unit."""
     units: list[list[int]] = []
     last = None
     for index, nodeid in enumerate(nodeids):
-        scope = task_scope(nodeid)
-        if units and scope == last:
+        case = case_of(nodeid)
+        if units and continues(last, case):
             units[-1].append(index)
         else:
             units.append([index])
-        last = scope
+        last = case
     return units
 
 
