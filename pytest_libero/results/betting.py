@@ -119,7 +119,8 @@ def _stakes(mean_hat: float, var_hat: float, m_now: Array, direction: int,
     edge = direction * (mean_hat - m_now)
     safe = np.where(inside, m_now if direction > 0 else 1.0 - m_now, 1.0)
     raw = np.where(edge > 0.0, edge / (var_hat + edge * edge), 0.0)
-    return np.where(inside, np.minimum(raw, truncation / safe), 0.0)
+    with np.errstate(over="ignore"):  # a null mean a hair above 0: an infinite cap
+        return np.where(inside, np.minimum(raw, truncation / safe), 0.0)
 
 
 def interval(draws: Sequence[float], population: int, alpha: float, *,
