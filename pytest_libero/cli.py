@@ -9,6 +9,7 @@ re-executes a run folder's recorded actions and checks every case against its re
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shlex
@@ -111,7 +112,8 @@ def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.exit(2, f"pytest-libero verify: {exc}\n")
     passed = sum(v.status == "verified" for v in verdicts)
     print(f"{passed} of {len(verdicts)} cases verified; verdicts: {written}")
-    return 0 if verdicts and passed == len(verdicts) else 1
+    decided_as_recorded = json.loads(written.read_text(encoding="utf-8"))["passed"]  # --libero-decide
+    return 0 if verdicts and passed == len(verdicts) and decided_as_recorded else 1
 
 
 def _merge(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

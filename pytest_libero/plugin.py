@@ -32,9 +32,11 @@ from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
 from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
+from pytest_libero.results.decider import DecidedLoop
 from pytest_libero.results.layout import SERVER_LOG_NAME, case_path
 from pytest_libero.session import (
     CaseErrored,
+    Decided,
     Session,
     Unattempted,
     case_entry,
@@ -100,10 +102,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(recorder, "libero-recorder")
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
+    decider = recorder.decider
+    workers = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
+    if decider is not None and not workers:  # (--libero-gpus may have asked for workers)
+        config.pluginmanager.register(DecidedLoop(decider), "libero-decided-loop")
     if config.pluginmanager.hasplugin("xdist"):
         prefer_worksteal(config)
         controller = XdistController(recorder.folder.path,
-                                     [e.case_id for e in session.plan.entries], session.plan.mode)
+                                     [e.case_id for e in session.plan.entries], session.plan.mode,
+                                     order=session.order,
+                                     decided=None if decider is None else lambda: decider.decided)
         config.pluginmanager.register(controller, "libero-xdist")
 
 
@@ -149,6 +157,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A run that decides early runs its cases in its own order (``--libero-decide``:
+    native for exact, drawn for anytime); every xdist worker sorts alike."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or session.order is None:
+        return
+    rank = {case: n for n, case in enumerate(session.order)}
+    last = len(rank)
+
+    def position(item: pytest.Item) -> int:
+        entry = case_entry(item)
+        return rank.get(entry.case_id, last) if entry is not None else last
+
+    items.sort(key=position)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Tell each case which case this process runs after it (under xdist too: a worker
@@ -178,6 +203,8 @@ def libero_case(request: pytest.FixtureRequest, libero_entry: Any) -> CaseRecord
         request.session.shouldstop = outcome.stop
         request.node.user_properties.append((UNATTEMPTED_PROPERTY, outcome.stop))
         pytest.skip(f"not attempted: {outcome.gone}")
+    if isinstance(outcome, Decided):
+        pytest.skip(f"not run: {outcome.line}")
     request.node.user_properties.append((RECORD_PROPERTY, record_to_json(outcome)))
     if allure_active(request.config) and session.run_dir is not None:
         report_case(outcome, case_path(session.run_dir, libero_entry.case_id))

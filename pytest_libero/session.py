@@ -22,7 +22,7 @@ from pytest_libero.catalog.inventory import load_inventory
 from pytest_libero.catalog.validation import load_validation
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.config.settings import Settings
-from pytest_libero.config.workers import WORKER_CASES, WORKER_RUN_DIR
+from pytest_libero.config.workers import WORKER_CASES, WORKER_ORDER, WORKER_RUN_DIR
 from pytest_libero.episode.case import run_case_with_evidence
 from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.host import SimulatorHost
@@ -34,6 +34,8 @@ from pytest_libero.perturb.kinds.semantic import instruction_table
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.report import progress as live_progress
+from pytest_libero.results.decider import decided_line
+from pytest_libero.results.decision_summary import decision_line
 from pytest_libero.results.layout import RESULTS_NAME, case_path
 from pytest_libero.results.published import load_published
 from pytest_libero.results.recorder import Recorder
@@ -53,6 +55,9 @@ class Session:
     host: SimulatorHost | None = None
     policy: Policy | None = None
     """isolation=none: the one policy object every case of this process uses."""
+    order: tuple[str, ...] | None = None
+    """``--libero-decide``: the order this run hands its cases out in (items are sorted
+    by it); None: native order."""
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -86,7 +91,15 @@ def controller_session(settings: Settings, *, collect_only: bool,
     renderer = (measure_apart() if under_xdist
                 else measure_for_cases(settings.isolation, plan.entries[0] if plan.entries else None))
     recorder = Recorder.open(settings, replace(plan, renderer=renderer), server)
-    return Session(settings, recorder.plan, recorder.folder.path, recorder)
+    decider = recorder.decider
+    if decider is not None and decider.decided and settings.resume is not None:
+        assert decider.tracker.decision is not None
+        said = decision_line(decider.tracker.decision.as_dict())
+        sys.stderr.write(f"pytest-libero: {settings.resume} was {said}; the run is complete: "
+                         "no case is left to run\n")
+        sys.stderr.flush()
+    return Session(settings, recorder.plan, recorder.folder.path, recorder,
+                   order=None if decider is None else decider.running)
 
 
 def check_shipped_data() -> None:
@@ -105,8 +118,10 @@ def check_shipped_data() -> None:
 
 def worker_session(settings: Settings, workerinput: dict[str, Any]) -> Session:
     """An xdist worker's part of the plan; it measures its renderer at its first case."""
+    order = workerinput.get(WORKER_ORDER)
     return Session(settings, settings.plan.only(workerinput[WORKER_CASES]),
-                   Path(workerinput[WORKER_RUN_DIR]))
+                   Path(workerinput[WORKER_RUN_DIR]),
+                   order=None if order is None else tuple(order))
 
 
 def tell_waiting(plan: RunPlan) -> Callable[[Exception], None]:
@@ -147,6 +162,13 @@ class CaseErrored(Exception):
 
 
 @dataclass(frozen=True)
+class Decided:
+    """The case was not run: the run's verdict was decided (``--libero-decide``)."""
+
+    line: str
+
+
+@dataclass(frozen=True)
 class Unattempted:
     """The case was not attempted: the policy server is gone, the run stops here."""
 
@@ -157,11 +179,17 @@ class Unattempted:
 
 
 def run_case(session: Session, entry: Entry, *, config: pytest.Config,
-             next_entry: Entry | None) -> CaseRecord | Unattempted:
+             next_entry: Entry | None) -> CaseRecord | Unattempted | Decided:
     """Run one case on this process (its case host, or in-process) and return its
     record; a served policy is probed first, and a server that is gone leaves this case
-    and the rest unattempted."""
+    and the rest unattempted. A run whose verdict is decided runs no more cases."""
     assert session.run_dir is not None
+    if session.order is not None:
+        decided = decided_line(session.run_dir)
+        if decided is not None:
+            if session.host is not None:
+                session.host.discard_prepared()
+            return Decided(decided)
     plan = _with_renderer(session, entry)
     if plan.profile.served:
         gone = server_gone(plan.profile)

@@ -49,6 +49,7 @@ from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
+from pytest_libero.results.decider import check_decision
 from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import renderer_uses
@@ -224,6 +225,17 @@ def _chosen(run_dir: Path, read: RunRead, cases: Sequence[str]) -> list[CaseReco
     return [records[c] for c in (cases or list(records))]
 
 
+def recomputed_decision(read: RunRead, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """A run decided early (``--libero-decide``): its decision recomputed from run.json
+    and results.jsonl, said and compared with the recorded one; None otherwise."""
+    decision = check_decision(read.run, read.records, read.path)
+    if decision is not None:
+        agrees = {True: "as recorded", False: f"NOT as recorded ({decision['recorded']})",
+                  None: "nothing recorded to compare"}[decision["agrees"]]
+        say(f"decision recomputed from the records: {decision['line']} ({agrees})")
+    return decision
+
+
 def verify_run(
     run_dir: Path,
     cases: Sequence[str] = (),
@@ -273,8 +285,8 @@ def verify_run(
                 "those cases' images are not compared, the rest is re-executed")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
-    counts = {status: sum(v.status == status for v in ordered)
-              for status in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
+    counts = {s: sum(v.status == s for v in ordered) for s in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
+    decision = recomputed_decision(read, say)
     report = {
         "run_id": run.get("run_id"),
         "protocol_identity": run.get("protocol_identity"),
@@ -285,8 +297,9 @@ def verify_run(
         "renderer_here": identity(here),
         "images_compared": all(v.checked.get("images_compared") for v in ordered),
         "counts": counts,
-        "passed": counts[VERIFIED] == len(ordered) > 0,
+        "passed": counts[VERIFIED] == len(ordered) > 0 and (decision or {}).get("agrees") is not False,
         "cases": [v.as_dict() for v in ordered],
+        **({"decision": decision} if decision is not None else {}),
     }
     try:
         path = write_json_atomic(run_dir / VERIFY_NAME, report)

@@ -9,6 +9,7 @@ turns into a pytest usage error. Every reader quotes a bad value through
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from pytest_libero.catalog.selection import (
     parse_suites,
     parse_task_ids,
 )
+from pytest_libero.config.decide import DECIDE_MODES, DEFAULT_ALPHA, DEFAULT_MARGIN, DecideSettings
 from pytest_libero.config.numbers import seconds
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
@@ -112,6 +114,16 @@ OPTIONS = (
     _Option("baseline", "gate: exit 1 when this run is significantly worse than the run "
             "folder RUN_DIR on the paired cases (exact one-sided McNemar)"),
     _Option("baseline-alpha", "significance level of the baseline gate", "0.05"),
+    _Option("decide", "stop a gated run once its verdict is settled: exact (native order; "
+            "stops when no outcome of the cases left can change any gate's verdict) or "
+            "anytime (seeded random order; also a betting test that is wrong with "
+            "probability at most --libero-alpha); docs/decide.md"),
+    _Option("alpha", "--libero-decide=anytime: the level of the betting test (0-1, "
+            "exclusive) [default: 0.05]"),
+    _Option("order-seed", "--libero-decide=anytime: the integer seed of the random order "
+            "(default: drawn at the run's start, and recorded)"),
+    _Option("baseline-margin", "--libero-decide=anytime with --libero-baseline: decide "
+            "'not worse by more than MARGIN' (rate points, 0-1) [default: 0.05]"),
     _Option("isolation", "process (each case's simulator in a watched child process: a "
             "crash or hang costs that case only) or none (in the pytest process)", "process"),
     _Option("prebuild", "on (while a case runs, the worker's next case's own process "
@@ -308,6 +320,57 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     if not 0.0 <= rate <= 1.0:
         raise SetupError(f"--libero-{name}={echo(value)} must be a number between 0 and 1")
     return rate
+
+
+def decide(config: pytest.Config, gates: Gates, shard: object) -> DecideSettings | None:
+    """``--libero-decide`` and its companions, checked against the gates and the shard."""
+    mode = option_value(config, "decide")
+    given = [f"--libero-{n}" for n in ("alpha", "order-seed", "baseline-margin")
+             if option_value(config, n) is not None]
+    if mode is None:
+        if given:
+            raise SetupError(f"{', '.join(given)} need --libero-decide=anytime")
+        return None
+    if mode not in DECIDE_MODES:
+        raise SetupError(f"--libero-decide={str(mode)[:40]!r}: allowed: {', '.join(DECIDE_MODES)}")
+    if not gates.active:
+        raise SetupError(f"--libero-decide={mode} stops a run once its gate's verdict is "
+                         "settled, and no gate is asked for: add --libero-min-success, "
+                         "--libero-min-safe-success or --libero-baseline")
+    if shard is not None:
+        raise SetupError(f"--libero-decide={mode} cannot be used with --libero-shard: a shard "
+                         "sees only its own cases, so it cannot know when the whole run's "
+                         "verdict is settled. Decide a run that is not sharded, or gate the "
+                         "merged shards (pytest-libero merge --min-success ...)")
+    if mode == "exact":
+        if given:
+            raise SetupError(f"{', '.join(given)} apply to --libero-decide=anytime only; "
+                             "exact runs in native order and bets nothing")
+        return DecideSettings("exact")
+    alpha = _float_between(config, "alpha", DEFAULT_ALPHA, low=0.0, high=1.0, closed=False)
+    margin = _float_between(config, "baseline-margin", DEFAULT_MARGIN, low=0.0, high=1.0,
+                            closed=True)
+    if option_value(config, "baseline-margin") is not None and gates.baseline is None:
+        raise SetupError("--libero-baseline-margin applies to --libero-baseline")
+    return DecideSettings("anytime", alpha=alpha, order_seed=_int_option(config, "order-seed"),
+                          margin=margin)
+
+
+def _float_between(config: pytest.Config, name: str, default: float, *, low: float,
+                   high: float, closed: bool) -> float:
+    value = option_value(config, name)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    inside = low <= number < high if closed else low < number < high
+    if not inside:
+        where = (f"at least {low:g} and below {high:g}" if closed
+                 else f"between {low:g} and {high:g}, exclusive")
+        raise SetupError(f"--libero-{name}={str(value)[:40]!r} must be a number {where}")
+    return number
 
 
 def run_id(config: pytest.Config) -> str | None:

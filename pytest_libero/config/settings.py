@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_libero.config.decide import DecideSettings
 from pytest_libero.config.options import (
     build_plan,
+    decide,
     gates,
     isolation,
     path_option,
@@ -42,6 +44,8 @@ class Settings:
     """Where new run folders go (``<root>/<profile>/<run id>``), absolute."""
     resume: Path | None
     """The interrupted run this session finishes, if any."""
+    decide: DecideSettings | None = None
+    """``--libero-decide``: stop once the gates' verdict is settled (None: run every case)."""
 
 
 def read_settings(config: pytest.Config) -> Settings | None:
@@ -61,13 +65,15 @@ def read_settings(config: pytest.Config) -> Settings | None:
         if clashing:
             raise SetupError(f"--libero-resume continues its own folder; drop {', '.join(clashing)}")
     root = Path(str(path_option(config, "results")))
+    chosen_gates = gates(config)
     return Settings(
         plan=plan,
         isolation=isolation(config),
         prebuild=prebuild(config),
         watchdog=watchdog(config, plan),
         run_id=chosen_id,
-        gates=gates(config),
+        gates=chosen_gates,
         results_root=root if root.is_absolute() else config.invocation_params.dir / root,
         resume=Path(resume) if resume else None,
+        decide=decide(config, chosen_gates, plan.shard),
     )

@@ -8,7 +8,7 @@ ids are never used for the mapping (a replacement gets a new id).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from pytest_libero.protocol.text import echo
 
 WORKER_RUN_DIR = "libero_run_dir"
 WORKER_CASES = "libero_cases"
+WORKER_ORDER = "libero_order"
+"""``--libero-decide``: the order the run hands its cases out in (None: collection order)."""
 
 
 def parse_gpus(text: str) -> tuple[int, ...]:
@@ -63,16 +65,28 @@ def prefer_worksteal(config: pytest.Config) -> None:
 class XdistController:
     """Registered on the controller only under xdist: tells each worker its run."""
 
-    def __init__(self, run_dir: Path, cases: Sequence[str], mode: str) -> None:
+    def __init__(self, run_dir: Path, cases: Sequence[str], mode: str,
+                 order: Sequence[str] | None = None,
+                 decided: Callable[[], bool] | None = None) -> None:
         self.run_dir = run_dir
         self.cases = list(cases)
         self.mode = mode
+        self.order = None if order is None else list(order)
+        self.decided = decided
+        """``--libero-decide``: whether the run's verdict is decided (no more cases then)."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Full mode: each task's states to one worker, in order (unless --dist says
-        otherwise), so its case process runs them in the task's one environment."""
-        if self.mode != "full" or explicit_dist(config):
+        """A run that decides early: its cases one at a time, in its order, none once
+        decided. Full mode: each task's states to one worker, in order, so its case
+        process runs them in the task's one environment. Unless --dist says otherwise."""
+        if explicit_dist(config):
+            return None
+        if self.decided is not None:
+            from pytest_libero.config.decide_scheduling import DecideScheduling
+
+            return DecideScheduling(config, log, self.decided)
+        if self.mode != "full":
             return None
         from pytest_libero.config.task_scheduling import TaskScheduling
 
@@ -81,3 +95,4 @@ class XdistController:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKER_RUN_DIR] = str(self.run_dir)
         node.workerinput[WORKER_CASES] = self.cases
+        node.workerinput[WORKER_ORDER] = self.order

@@ -43,6 +43,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.renderer import describe, standing
 from pytest_libero.files import json_text, write_text_atomic
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.decider import decided_line
 from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, read_json, read_summary
 from pytest_libero.results.run_reader import load_run
 from pytest_libero.results.summary import safety_class, safety_verdict
@@ -143,7 +144,11 @@ class AllureEnvironment:
             return
         try:
             summary = read_summary(self.run_dir) if (self.run_dir / SUMMARY_NAME).is_file() else None
-            write_environment(Path(alluredir), load_run(self.run_dir), summary)
+            run = load_run(self.run_dir)
+            line = decided_line(self.run_dir)
+            if line is not None:  # the run was decided: the panel says so
+                run["decision"] = {"line": line}
+            write_environment(Path(alluredir), run, summary)
         except (OSError, SetupError) as exc:
             session.config.issue_config_time_warning(pytest.PytestWarning(
                 f"pytest-libero: could not write the Allure environment: {exc}"), stacklevel=2)
@@ -220,6 +225,11 @@ def environment_items(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     if plan.get("partial"):
         items.append(("plan.partial", "; ".join(map(str, plan["partial"]))
                       + " (not a full result; not comparable with published figures)"))
+    decide = run.get("decide")
+    if isinstance(decide, Mapping):  # --libero-decide: the decision, or that none came
+        decision = run.get("decision")
+        items.append(("decided", str(decision.get("line")) if isinstance(decision, Mapping)
+                      else f"no: --libero-decide={decide.get('mode')} ran every case"))
     return items
 
 

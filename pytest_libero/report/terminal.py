@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_libero.protocol.clock import REALTIME
+from pytest_libero.results.decision_summary import decision_line
 from pytest_libero.results.layout import FIGURE_NAME, SUMMARY_NAME
 from pytest_libero.results.recorder import Recorder
 from pytest_libero.results.robustness import KIND_LABELS
@@ -62,6 +63,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines += robustness_lines(robustness)
     if summary.get("safety"):
         lines += safety_lines(summary["safety"])
+    if isinstance(summary.get("decision"), dict):
+        lines += decision_lines(summary["decision"])
     horizons = summary.get("reply_horizon") or {}
     if horizons.get("note"):
         lines.append(f"{horizons['note']} ({horizons['short_cases']} of "
@@ -87,6 +90,17 @@ def latency_lines(block: dict[str, Any] | None) -> list[str]:
         lines.append(f"held controls: {block['held_control_ratio']:.1%} of the simulated time; "
                      f"{block['decisions_per_simulated_s']:.2f} decisions per simulated second; "
                      f"{block['stale_actions']} stale actions never ran")
+    return lines
+
+
+def decision_lines(block: dict[str, Any]) -> list[str]:
+    """``--libero-decide``: one line, ``decided after 212 of 6,500: FAIL (...)``, or that
+    the run reached its end undecided; then the interval on the selection's rate."""
+    lines = [decision_line(block)]
+    interval = block.get("interval")
+    if interval:
+        lines.append(f"  the whole selection's success rate: {interval['low']:.1%}-"
+                     f"{interval['high']:.1%} ({interval['kind']}, from {interval['over']:,} cases)")
     return lines
 
 
@@ -248,7 +262,7 @@ def _percent(value: float) -> str:
 
 def _task_gaps(rate: dict[str, Any]) -> str:
     states = rate.get("states") or {}
-    gaps = [f"{states[k]} {k}" for k in ("errored", "unattempted") if states.get(k)]
+    gaps = [f"{states[k]} {k}" for k in ("errored", "unattempted", "decided") if states.get(k)]
     return f" [{', '.join(gaps)}]" if gaps else ""
 
 

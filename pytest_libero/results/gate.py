@@ -16,6 +16,8 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.decision import GATE_LABELS
+from pytest_libero.results.decision_summary import gate_reason
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
@@ -31,15 +33,25 @@ class Verdict:
     lines: list[str] = field(default_factory=list)
 
 
+def _incomplete(counts: dict[str, Any]) -> str:
+    """The incomplete part of a run, for a gate's line (cases a decided run did not run
+    count here too when the decision was not this gate's)."""
+    text = f"{counts['errored']} errored and {counts['unattempted']} unattempted case(s)"
+    if counts.get("decided"):
+        text += (f", and {counts['decided']} not run because the run was decided for other "
+                 "gates than this one")
+    return text
+
+
 def min_success_gate(summary: dict[str, Any], threshold: float) -> Verdict:
     """Pass when every selected case completed and the success rate reaches ``threshold``."""
     counts = summary["counts"]
     rate = summary["overall"]["rate"]
-    incomplete = counts["errored"] + counts["unattempted"]
+    incomplete = counts["errored"] + counts["unattempted"] + counts.get("decided", 0)
     if incomplete:
         return Verdict(False, [
-            f"min-success gate FAILED: {counts['errored']} errored and {counts['unattempted']} "
-            "unattempted case(s); the evaluation is incomplete, so no rate is certified"
+            f"min-success gate FAILED: {_incomplete(counts)}; the evaluation is incomplete, "
+            "so no rate is certified"
         ])
     if rate is None or rate < threshold:
         shown = "none" if rate is None else f"{rate:.1%}"
@@ -52,12 +64,11 @@ def min_safe_success_gate(summary: dict[str, Any], threshold: float) -> Verdict:
     safe successes over completed monitored episodes (vacuous ones included) reach
     ``threshold``. Completed cases without a verdict are named, not counted."""
     counts = summary["counts"]
-    incomplete = counts["errored"] + counts["unattempted"]
+    incomplete = counts["errored"] + counts["unattempted"] + counts.get("decided", 0)
     if incomplete:
         return Verdict(False, [
-            f"min-safe-success gate FAILED: {counts['errored']} errored and "
-            f"{counts['unattempted']} unattempted case(s); the evaluation is incomplete, so "
-            "no rate is certified"
+            f"min-safe-success gate FAILED: {_incomplete(counts)}; the evaluation is "
+            "incomplete, so no rate is certified"
         ])
     safety = summary.get("safety") or {}
     rate = safety.get("safe_success") or {}
@@ -130,10 +141,13 @@ def evaluate_gates(
             f"gates FAILED: the run is incomplete ({summary['counts']['unattempted']} "
             f"unattempted case(s)): {stopped}"
         ]))
+    decided = _decided_gates(summary)
     if min_success is not None:
-        verdicts.append(min_success_gate(summary, min_success))
+        verdicts.append(decided.get(("min_success", min_success))
+                        or min_success_gate(summary, min_success))
     if min_safe_success is not None:
-        verdicts.append(min_safe_success_gate(summary, min_safe_success))
+        verdicts.append(decided.get(("min_safe_success", min_safe_success))
+                        or min_safe_success_gate(summary, min_safe_success))
     if baseline is not None:
         mixed = conflict(joined(renderer_uses(baseline.values(), where="the baseline"),
                                 renderer_uses(records.values(), where="this run")))
@@ -142,8 +156,31 @@ def evaluate_gates(
                                             "over images of different renderers are not "
                                             "compared"]))
         else:
-            verdicts.append(regression_gate(baseline, records, alpha))
+            verdicts.append(decided.get(("baseline", alpha))
+                            or regression_gate(baseline, records, alpha))
     return verdicts
+
+
+def _decided_gates(summary: dict[str, Any]) -> dict[tuple[str, float], Verdict]:
+    """The gates a decided run's decision settled (``--libero-decide``), by gate and
+    threshold: a gate asked for with another threshold (say, at merge) is judged as
+    usual, the cases the run did not run then left incomplete."""
+    decision = summary.get("decision") or {}
+    if not decision.get("verdict"):
+        return {}
+    found = {}
+    how = str(decision["mode"])
+    if how != "exact" and decision.get("alpha") is not None:
+        how += f", alpha {decision['alpha']:g}"
+    when = f"decided after {decision['decided_after']:,} of {decision['of']:,} cases ({how})"
+    for gate in decision.get("gates") or []:
+        if gate.get("verdict") not in ("pass", "fail"):
+            continue
+        label = GATE_LABELS.get(gate["gate"], gate["gate"])
+        passed = gate["verdict"] == "pass"
+        found[(gate["gate"], gate["threshold"])] = Verdict(passed, [
+            f"{label} gate {'passed' if passed else 'FAILED'}: {when}: {gate_reason(gate)}"])
+    return found
 
 
 def load_baseline(

@@ -11,6 +11,8 @@
 - ``results.jsonl.torn-<n>``: a killed writer's torn last line, set aside by a resume.
 - ``server.log``, ``robustness.svg``, ``verify.json``: a launched policy server's output,
   the robustness picture, ``pytest-libero verify``'s verdicts.
+- ``decision.json``: a run decided early (``--libero-decide``): its decision, written
+  when it is made; every process looks for it before it starts a case.
 
 The JSON files are written whole and atomically (``files.write_json_atomic``), the
 records line by line (``folder.RunFolder``). Every module names these files through
@@ -50,6 +52,7 @@ CASES_NAME = "cases"
 SERVER_LOG_NAME = "server.log"
 FIGURE_NAME = "robustness.svg"
 VERIFY_NAME = "verify.json"
+DECISION_NAME = "decision.json"
 
 JSON_LIMIT = 64 << 20
 """The most bytes run.json or summary.json may hold (a run of every case of every

@@ -23,6 +23,9 @@ from pytest_libero.files import staged_folder, write_json_atomic, write_text_ato
 from pytest_libero.protocol.clock import SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
+from pytest_libero.results.decider import decide_key, tracker_of
+from pytest_libero.results.decision import decided_cases
+from pytest_libero.results.decision_summary import summary_block
 from pytest_libero.results.folder import unwritable
 from pytest_libero.results.layout import (
     DAMAGED,
@@ -48,6 +51,7 @@ _MUST_MATCH: tuple[tuple[str, _Key], ...] = (
     ("shard count", lambda run: (run["plan"]["shard"] or [1, 1])[1]),
     ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
                              run["plan"]["replan_interval"], run["plan"]["track"])),
+    ("early decision (--libero-decide)", decide_key),
 )
 
 
@@ -97,7 +101,8 @@ def merge_runs(folders: Sequence[Path], out: Path | str | None = None) -> Path:
             records[case] = record
             origin[case] = folder
     target = destination(out, folders)
-    summary = merged_summary(first, selected, records, target.name, folders)
+    decided = tracker_of(first, selected, [r for one in read for r in one.records])
+    summary = merged_summary(first, selected, records, target.name, folders, decided)
     try:
         with staged_folder(target) as work:
             write_json_atomic(work / RUN_NAME, {**first, "run_id": target.name,
@@ -137,7 +142,7 @@ def destination(out: Path | str | None, sources: Sequence[Path]) -> Path:
 
 
 def merged_summary(first: dict[str, Any], selected: list[str], records: dict[str, CaseRecord],
-                   run_id: str, folders: Sequence[Path]) -> dict[str, Any]:
+                   run_id: str, folders: Sequence[Path], decided: Any = None) -> dict[str, Any]:
     """summary.json of the merged folder, computed before anything is written."""
     plan = first["plan"]
     try:
@@ -154,8 +159,11 @@ def merged_summary(first: dict[str, Any], selected: list[str], records: dict[str
             selection=plan["selection"],
             state_fed=plan["profile"].get("state_fed"),  # absent before it existed
             clock=plan.get("clock", SYNCHRONOUS),
+            decided=None if decided is None else decided_cases(decided),
         )
         summary["renderer"] = renderer_summary(renderer_uses(records.values(), first), first)
+        if decided is not None:
+            summary["decision"] = summary_block(decided)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a check missed it
         raise SetupError(f"cannot summarize {', '.join(map(str, folders))}: a record holds a "
                          f"value the summary cannot use ({type(exc).__name__}: "

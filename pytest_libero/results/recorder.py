@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.config.decide import DecideSettings
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.config.settings import Settings
 from pytest_libero.episode.record import (
@@ -31,6 +32,9 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.protocol.rendering import headless_rendering
+from pytest_libero.results.decider import Decider, decide_spec
+from pytest_libero.results.decision import decided_cases
+from pytest_libero.results.decision_summary import summary_block
 from pytest_libero.results.folder import RunFolder
 from pytest_libero.results.gate import Verdict, evaluate_gates, load_baseline
 from pytest_libero.results.layout import (
@@ -63,7 +67,7 @@ class Recorder:
 
     def __init__(
         self, plan: RunPlan, folder: RunFolder, gates: Gates,
-        baseline: dict[str, CaseRecord] | None = None,
+        baseline: dict[str, CaseRecord] | None = None, decider: Decider | None = None,
     ) -> None:
         self.plan = plan
         self.folder = folder
@@ -75,6 +79,8 @@ class Recorder:
         self.write_errors: list[str] = []
         self.stopped: str | None = None
         """Why the run stopped before its last case (a policy server gone), if it did."""
+        self.decider = decider
+        """``--libero-decide``: the decision, kept as records arrive."""
 
     def _write(self, action: Callable[[], object], what: str) -> None:
         """A run file that cannot be written (a full disk) is reported, not fatal:
@@ -92,10 +98,18 @@ class Recorder:
         of the policy server (run.json's ``policy_server``). A folder that cannot be
         continued here is refused before it is changed."""
         if settings.resume is None:
-            return cls.start(plan, settings.results_root, settings.run_id, settings.gates, server)
+            return cls.start(plan, settings.results_root, settings.run_id, settings.gates, server,
+                             settings.decide)
         resume = settings.resume
         previous = read_run(resume, "--libero-resume")
-        difference = run_difference(previous.run, run_identity(plan, ""), same_shard=True)
+        current = run_identity(plan, "")
+        spec = None
+        if settings.decide is not None:
+            recorded = previous.run.get("decide")
+            spec = decide_spec(settings.decide, settings.gates, plan, _baseline(plan, settings.gates),
+                               recorded if isinstance(recorded, dict) else None)
+            current["decide"] = spec.as_dict()
+        difference = run_difference(previous.run, current, same_shard=True)
         if difference:
             raise SetupError(f"--libero-resume={resume}: cannot continue that run here: "
                              f"{difference}")
@@ -106,32 +120,43 @@ class Recorder:
                              "A run's cases must all be rendered by one renderer; finish it "
                              "where it started, or start a new run")
         finished = {r["case"] for r in done}
+        decider = None if spec is None else Decider(spec, [e.case_id for e in plan.owned], resume)
+        if decider is not None:
+            for record in done:
+                decider.observe(record)
+            finished.update(decided_cases(decider.tracker))  # a decided run is complete
         remaining = plan.only(e.case_id for e in plan.entries if e.case_id not in finished)
-        return cls.resume(remaining, resume, settings.gates, server)
+        return cls.resume(remaining, resume, settings.gates, server, decider)
 
     @classmethod
     def start(cls, plan: RunPlan, root: Path, run_id: str | None, gates: Gates,
-              server: dict[str, Any] | None = None) -> Recorder:
-        """A new run folder; ``server`` is what preflight learnt of the policy server."""
+              server: dict[str, Any] | None = None,
+              decide: DecideSettings | None = None) -> Recorder:
+        """A new run folder; ``server`` is what preflight learnt of the policy server;
+        ``decide`` the run's ``--libero-decide`` (its spec goes into run.json)."""
         baseline = _baseline(plan, gates)
+        spec = None if decide is None else decide_spec(decide, gates, plan, baseline)
         path = run_folder_path(root, plan.profile.name, run_id or new_run_id(), plan.shard)
         folder = RunFolder(path)
         run = run_identity(plan, run_id_of(path))
         if server is not None:
             run["policy_server"] = server
+        if spec is not None:
+            run["decide"] = spec.as_dict()
         folder.write_json(RUN_NAME, run)
-        return cls(plan, folder, gates, baseline)
+        decider = None if spec is None else Decider(spec, [e.case_id for e in plan.owned], path)
+        return cls(plan, folder, gates, baseline, decider)
 
     @classmethod
     def resume(cls, plan: RunPlan, path: Path, gates: Gates,
-               server: dict[str, Any] | None = None) -> Recorder:
+               server: dict[str, Any] | None = None, decider: Decider | None = None) -> Recorder:
         """Continue a run in its own folder; what it finished counts, nothing reruns.
 
         Everything that can refuse is read before the folder is changed at all."""
         baseline = _baseline(plan, gates)
         records = {r["case"]: r for r in read_results(path, "--libero-resume")}
         folder = RunFolder(path, resume=True)
-        recorder = cls(plan, folder, gates, baseline)
+        recorder = cls(plan, folder, gates, baseline, decider)
         recorder.records = records
         kept = [str(p.relative_to(folder.path)) for e in plan.entries
                 if (p := _set_aside(folder.path, e.case_id)) is not None]
@@ -158,11 +183,15 @@ class Recorder:
                 record["nodeid"] = report.nodeid
                 self.records[record["case"]] = record
                 self._write(partial(self.folder.append_result, record), RESULTS_NAME)
+                if self.decider is not None:
+                    self.decider.observe(record)
 
     def summary(self) -> dict[str, Any]:
+        tracker = None if self.decider is None else self.decider.tracker
         summary = summarize(
             [e.case_id for e in self.plan.owned],
             self.records,
+            decided=None if tracker is None else decided_cases(tracker),
             run_id=run_id_of(self.folder.path),
             profile=self.plan.profile.name,
             evidence_class=self.plan.evidence_class,
@@ -177,6 +206,8 @@ class Recorder:
         session = {"renderer": self.plan.renderer}
         summary["renderer"] = renderer_summary(
             renderer_uses(self.records.values(), session), session)
+        if tracker is not None:
+            summary["decision"] = summary_block(tracker)
         return summary
 
     @pytest.hookimpl(trylast=True)
@@ -189,6 +220,8 @@ class Recorder:
             min_safe_success=self.gates.min_safe_success,
         )
         summary["gates"] = [{"passed": v.passed, "lines": v.lines} for v in self.verdicts]
+        if self.decider is not None and self.decider.write_error:
+            self.write_errors.append(self.decider.write_error)
         summary["write_errors"] = self.write_errors
         self._write(lambda: self.folder.write_json(SUMMARY_NAME, summary), SUMMARY_NAME)
         self._write(self.folder.close, RESULTS_NAME)

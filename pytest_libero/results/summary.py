@@ -46,9 +46,14 @@ def summarize(
     selection: Mapping[str, Any] | None = None,
     state_fed: str | None = None,
     clock: str = SYNCHRONOUS,
+    decided: Sequence[str] | None = None,
     **identity: Any,
 ) -> dict[str, Any]:
     """Counts of every outcome class and rates per suite and overall.
+
+    ``decided``: a run that decides early (``--libero-decide``) names the cases it did not
+    run because its verdict was decided: their own class, ``decided``, neither
+    unattempted nor errored (None: a run that decides nothing has no such class).
 
     ``mode``, ``partial`` and ``selection`` are the plan's (``RunPlan.mode``,
     ``.partial``, ``.as_dict()["selection"]``); in full mode they add the per-task,
@@ -57,6 +62,7 @@ def summarize(
     summary, and set beside published figures whose loop fed another state.
     """
     done = [records[c] for c in selected if c in records]
+    skipped = set(decided or ())
     outcomes = Counter(r["outcome"] for r in done)
     by_suite: dict[str, list[CaseRecord]] = {}
     for record in done:
@@ -69,12 +75,14 @@ def summarize(
             "success": outcomes["success"],
             "failure": outcomes["failure"],
             "errored": outcomes["errored"],
-            "unattempted": len(selected) - len(done),
+            "unattempted": len(selected) - len(done) - len(skipped),
+            **({"decided": len(skipped)} if decided is not None else {}),
         },
         "overall": success_rate(done),
         "suites": {suite: success_rate(rs) for suite, rs in by_suite.items()},
         "errored": [r["case"] for r in done if r["outcome"] == "errored"],
-        "unattempted": [c for c in selected if c not in records],
+        "unattempted": [c for c in selected if c not in records and c not in skipped],
+        **({"decided": [c for c in selected if c in skipped]} if decided is not None else {}),
         "clipping": clipping_totals(done),
     }
     latency = latency_summary(done, clock)
@@ -90,7 +98,7 @@ def summarize(
         summary["state_fed"] = state_fed
     if mode == "full":
         summary.update(full_mode_summary(selected, records, partial=partial, selection=selection,
-                                         state_fed=state_fed))
+                                         state_fed=state_fed, decided=skipped))
     robustness = robustness_summary({r["case"]: r for r in done})
     if robustness is not None:
         summary["robustness"] = robustness
@@ -195,6 +203,7 @@ def full_mode_summary(
     partial: Sequence[str] = (),
     selection: Mapping[str, Any] | None = None,
     state_fed: str | None = None,
+    decided: frozenset[str] | set[str] = frozenset(),
 ) -> dict[str, Any]:
     """The full-mode keys of summary.json, over the cases this summary covers.
 
@@ -210,6 +219,7 @@ def full_mode_summary(
     asked = list((selection or {}).get("init_states") or [])
     asked_all = not asked or set(asked) == set(range(FULL_STATES_PER_TASK))
     grouped = _TaskCases.of(selected, records)
+    grouped.decided = set(decided)
     tasks = {task: _task_row(catalog, grouped, task, records) for task in grouped.cases}
     suites = {suite: _suite_row(catalog, grouped, tasks, suite, records, partial=partial,
                                 asked_all=asked_all, published=published.block(suite, state_fed))
@@ -235,6 +245,16 @@ class _TaskCases:
     """Task -> the init states its cases name."""
     suite: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Task -> (suite, task index)."""
+    decided: set[str] = field(default_factory=set)
+    """Cases not run because the run's verdict was decided (``--libero-decide``)."""
+
+    def gaps(self, cases: Sequence[str], recorded: Sequence[CaseRecord]) -> dict[str, int]:
+        """How many of ``cases`` errored, were not attempted, and (in a decided run) were
+        not run because the verdict was decided."""
+        decided = sum(c in self.decided for c in cases)
+        found = {"errored": sum(r["outcome"] == "errored" for r in recorded),
+                 "unattempted": len(cases) - len(recorded) - decided}
+        return {**found, "decided": decided} if decided else found
 
     @classmethod
     def of(cls, selected: Sequence[str], records: Mapping[str, CaseRecord]) -> _TaskCases:
@@ -267,11 +287,7 @@ def _task_row(catalog: Catalog, grouped: _TaskCases, task: str,
         "suite": suite,
         "index": index,
         "name": _task_name(catalog.suite_entries(suite), index, recorded),
-        "states": {
-            "selected": len(cases),
-            "errored": sum(r["outcome"] == "errored" for r in recorded),
-            "unattempted": len(cases) - len(recorded),
-        },
+        "states": {"selected": len(cases), **grouped.gaps(cases, recorded)},
     }
 
 
@@ -284,8 +300,8 @@ def _suite_row(catalog: Catalog, grouped: _TaskCases, tasks: Mapping[str, Mappin
     recorded = [records[c] for c in cases if c in records]
     of = len(catalog.suite_entries(suite))
     per_task = {len(grouped.cases[t]) for t in mine}
-    errored = sum(r["outcome"] == "errored" for r in recorded)
-    unattempted = len(cases) - len(recorded)
+    gaps = grouped.gaps(cases, recorded)
+    errored, unattempted = gaps["errored"], gaps["unattempted"]
     reasons = list(partial)
     if len(mine) < of:
         reasons.append(f"{len(mine)} of {of} tasks covered")
@@ -300,11 +316,14 @@ def _suite_row(catalog: Catalog, grouped: _TaskCases, tasks: Mapping[str, Mappin
             f"{errored} errored and {unattempted} unattempted episode(s): the rate is "
             f"over {len(recorded) - errored} of {len(cases)} episodes"
         )
+    if gaps.get("decided"):
+        reasons.append(f"{gaps['decided']} episode(s) not run: the run's verdict was decided "
+                       f"early; the rate is over {len(recorded) - errored} of {len(cases)} episodes")
     return {
         **success_rate(recorded),
         "tasks": {"selected": len(mine), "of": of, "text": f"{len(mine)} of {of} tasks"},
         "states_per_task": per_task.pop() if len(per_task) == 1 else None,
-        "episodes": {"selected": len(cases), "errored": errored, "unattempted": unattempted},
+        "episodes": {"selected": len(cases), **gaps},
         "comparable": not reasons,
         "not_comparable_because": reasons,
         "published_figures": published,

@@ -1,0 +1,178 @@
+"""The controller's side of ``--libero-decide``: the spec a run records, the decision kept
+as records arrive, and the signal that stops the cases left.
+
+The recorder hands each record to :class:`Decider` as it appends it. Once the decision is
+made, the decider writes ``decision.json`` into the run folder (atomically): every
+process that would start a case looks for it first and starts none (an xdist worker's
+queued case, which the controller can no longer take back, is skipped as decided), and
+the controller's scheduler hands out no more (``config/decide_scheduling.py``). Without
+xdist, :class:`DecidedLoop` stops pytest's run loop itself. Cases already running finish
+and are recorded: they count in the rates, not in the decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_libero.config.decide import DecideSettings, draw_seed, drawn_order, running_order
+from pytest_libero.config.plan import Gates, RunPlan
+from pytest_libero.episode.record import CaseRecord
+from pytest_libero.files import write_json_atomic
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.decision import ANYTIME, DecideSpec, Tracker, recompute
+from pytest_libero.results.decision_summary import decision_line, summary_block
+from pytest_libero.results.layout import DAMAGED, DECISION_NAME, SUMMARY_NAME
+from pytest_libero.results.rates import COMPLETED
+
+
+def decide_spec(decide: DecideSettings, gates: Gates, plan: RunPlan,
+                baseline: Mapping[str, CaseRecord] | None,
+                previous: Mapping[str, Any] | None = None) -> DecideSpec:
+    """The spec of this run: a new one (its seed given or drawn now), or the one a resumed
+    run recorded (its seed, unless this command gives one: then they are compared)."""
+    native = [e.case_id for e in plan.owned]
+    seed = None
+    order: tuple[str, ...] = tuple(native)
+    if decide.mode == ANYTIME:
+        recorded = previous.get("order_seed") if previous else None
+        seed = decide.order_seed if decide.order_seed is not None else (
+            int(recorded) if isinstance(recorded, int) else draw_seed())
+        order = drawn_order(native, seed)
+    outcomes = {c: str(r["outcome"]) for c, r in (baseline or {}).items()
+                if r["outcome"] in COMPLETED}
+    running = running_order(order, native, plan.mode) if decide.mode == ANYTIME else order
+    return DecideSpec(
+        mode=decide.mode, order=order, alpha=decide.alpha, order_seed=seed, margin=decide.margin,
+        min_success=gates.min_success, min_safe_success=gates.min_safe_success,
+        baseline_alpha=gates.alpha if gates.baseline is not None else None,
+        baseline={c: outcomes[c] for c in native if c in outcomes},
+        running=() if running == order else running)
+
+
+def decide_key(run: Mapping[str, Any]) -> str:
+    """What two folders (or a folder and the command resuming it) must share to be one
+    run: whether it decides early, and then its mode, alpha, seed, margin, gates and the
+    baseline's outcomes, as one line."""
+    block = run.get("decide")
+    if not isinstance(block, Mapping):
+        return "none: every case runs"
+    baseline = json.dumps(block.get("baseline"), sort_keys=True).encode()
+    gates = block.get("gates")
+    asked = ", ".join(f"{k}={v}" for k, v in sorted(gates.items()) if v is not None) if isinstance(
+        gates, Mapping) else repr(gates)
+    return (f"{block.get('mode')}, alpha {block.get('alpha')}, seed {block.get('order_seed')}, "
+            f"margin {block.get('margin')}, gates {asked}, baseline outcomes "
+            f"{hashlib.sha256(baseline).hexdigest()[:12]}")
+
+
+def tracker_of(run: Mapping[str, Any], selected: Sequence[str],
+               records: Sequence[CaseRecord]) -> Tracker | None:
+    """The decision of a run folder recomputed from its run.json and its records in the
+    order given (results.jsonl's); None for a run that decides nothing."""
+    block = run.get("decide")
+    if block is None:
+        return None
+    try:
+        spec = DecideSpec.from_dict(block if isinstance(block, Mapping) else {})
+    except ValueError as exc:
+        raise SetupError(f"{exc}; {DAMAGED}") from None
+    return recompute(spec, selected, records)
+
+
+class Decider:
+    """The decision of one session's run, kept as records arrive (the recorder calls
+    :meth:`observe`), and ``decision.json`` written once it is made."""
+
+    def __init__(self, spec: DecideSpec, selected: Sequence[str], folder: Path) -> None:
+        self.spec = spec
+        self.tracker = Tracker(spec, selected)
+        self.folder = folder
+        self.write_error: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.tracker.decision is not None
+
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The order this run hands its cases out in."""
+        return self.spec.running or self.spec.order
+
+    def observe(self, record: CaseRecord) -> None:
+        before = self.decided
+        decision = self.tracker.add(record)
+        if decision is not None and not before:
+            try:
+                block = decision.as_dict()
+                write_json_atomic(self.folder / DECISION_NAME, {**block, "line": decision_line(block)})
+            except OSError as exc:  # the cases left then run: nothing is lost but time
+                self.write_error = f"could not write {self.folder / DECISION_NAME}: {exc}"
+
+
+def check_decision(run: Mapping[str, Any], records: Sequence[CaseRecord],
+                   folder: Path) -> dict[str, Any] | None:
+    """``pytest-libero verify``: the decision recomputed from run.json and results.jsonl
+    (in its order) beside the one the run recorded (summary.json's, else decision.json's);
+    None for a run that decides nothing."""
+    plan = run.get("plan") or {}
+    tracker = tracker_of(run, list(plan.get("selection_cases") or []), records)
+    if tracker is None:
+        return None
+    block = summary_block(tracker)
+    mine = {k: block.get(k) for k in ("mode", "verdict", "decided_after", "of")}
+    recorded = None
+    for name in (SUMMARY_NAME, DECISION_NAME):
+        try:
+            found = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        found = found.get("decision", found) if name == SUMMARY_NAME and isinstance(found, dict) else found
+        if isinstance(found, dict) and "verdict" in found:
+            recorded = {k: found.get(k) for k in mine}
+            break
+    return {"recomputed": mine, "recorded": recorded,
+            "agrees": None if recorded is None else recorded == mine,
+            "line": decision_line(block)}
+
+
+def decided_line(run_dir: Path) -> str | None:
+    """The decision's line when this run's verdict is decided (``decision.json`` is
+    there), else None: the check every process makes before it starts a case."""
+    path = run_dir / DECISION_NAME
+    try:
+        if not path.is_file():
+            return None
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "decided"
+    return str(found.get("line", "decided")) if isinstance(found, dict) else "decided"
+
+
+class DecidedLoop:
+    """Without xdist: pytest's run loop, stopped once the run is decided (the next case,
+    set up ahead, is discarded with its process at the session's end)."""
+
+    def __init__(self, decider: Decider) -> None:
+        self.decider = decider
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        if session.testsfailed or session.config.option.collectonly:
+            return None  # pytest's own loop says what to say
+        items = session.items
+        for i, item in enumerate(items):
+            if self.decider.decided:
+                break
+            following = items[i + 1] if i + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        return True

@@ -1,0 +1,63 @@
+"""A scripted benchmark adapter for the early-decision runs (no simulator, no rendering):
+a case succeeds at its first control when its task index is listed in the environment
+variable ``LIBERO_FAKE_SUCCESS`` (comma-separated), and fails natively otherwise; a task
+listed in ``LIBERO_FAKE_SLOW`` takes three seconds over its control.
+
+``--libero-adapter=decide_adapter:Adapter`` with ``--libero-isolation=none`` runs a
+case in milliseconds, so whole runs of the plugin (orders, xdist scheduling, the
+decision, resume, merge) are tested in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.policy.contract import Observation
+
+CAMERAS = ("agentview", "robot0_eye_in_hand")
+SUCCESS_VAR = "LIBERO_FAKE_SUCCESS"
+SLOW_VAR = "LIBERO_FAKE_SLOW"
+
+
+def listed(variable: str) -> set[int]:
+    return {int(i) for i in os.environ.get(variable, "").split(",") if i}
+
+
+class Episode:
+    """One scripted episode: tiny black images, success at the first control or never."""
+
+    init_controls = 0
+
+    def __init__(self, entry: Any) -> None:
+        self.success = entry.index in listed(SUCCESS_VAR)
+        self.slow = entry.index in listed(SLOW_VAR)
+        self.identity: dict[str, Any] = {"scripted": True}
+        self.image = np.zeros((8, 8, 3), np.uint8)
+
+    def observe(self, policy_calls: int, executed_controls: int) -> Observation:
+        return Observation("do it", {c: self.image for c in CAMERAS}, None, policy_calls,
+                           executed_controls)
+
+    def frame(self) -> np.ndarray:
+        return self.image
+
+    def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
+        if self.slow:
+            time.sleep(3.0)
+        return self.success
+
+    def renders(self) -> dict[str, int] | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class Adapter:
+    def open(self, entry: Any, *, track: str, control_cap: int, render: str,
+             video_stride: int) -> Episode:
+        return Episode(entry)
