@@ -13,7 +13,6 @@ and are recorded: they count in the rates, not in the decision.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,11 @@ import pytest
 from pytest_libero.config.decide import DecideSettings, draw_seed, drawn_order, running_order
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.files import write_json_atomic
+from pytest_libero.files import json_text, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.decision import ANYTIME, DecideSpec, Tracker, recompute
 from pytest_libero.results.decision_summary import decision_line, summary_block
-from pytest_libero.results.layout import DAMAGED, DECISION_NAME, SUMMARY_NAME
+from pytest_libero.results.layout import DAMAGED, DECISION_NAME, SUMMARY_NAME, read_json
 from pytest_libero.results.rates import COMPLETED
 
 
@@ -62,7 +61,7 @@ def decide_key(run: Mapping[str, Any]) -> str:
     block = run.get("decide")
     if not isinstance(block, Mapping):
         return "none: every case runs"
-    baseline = json.dumps(block.get("baseline"), sort_keys=True).encode()
+    baseline = json_text(block.get("baseline")).encode()
     gates = block.get("gates")
     asked = ", ".join(f"{k}={v}" for k, v in sorted(gates.items()) if v is not None) if isinstance(
         gates, Mapping) else repr(gates)
@@ -128,9 +127,9 @@ def check_decision(run: Mapping[str, Any], records: Sequence[CaseRecord],
     mine = {k: block.get(k) for k in ("mode", "verdict", "decided_after", "of")}
     recorded = None
     for name in (SUMMARY_NAME, DECISION_NAME):
-        try:
-            found = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # bounded, a regular file only (layout.read_json); damaged or absent: not recorded
+            found = read_json(folder, name) if (folder / name).is_file() else None
+        except SetupError:
             continue
         found = found.get("decision", found) if name == SUMMARY_NAME and isinstance(found, dict) else found
         if isinstance(found, dict) and "verdict" in found:
@@ -144,12 +143,11 @@ def check_decision(run: Mapping[str, Any], records: Sequence[CaseRecord],
 def decided_line(run_dir: Path) -> str | None:
     """The decision's line when this run's verdict is decided (``decision.json`` is
     there), else None: the check every process makes before it starts a case."""
-    path = run_dir / DECISION_NAME
+    if not (run_dir / DECISION_NAME).is_file():
+        return None
     try:
-        if not path.is_file():
-            return None
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        found = read_json(run_dir, DECISION_NAME)
+    except SetupError:  # there, but unreadable: still decided
         return "decided"
     return str(found.get("line", "decided")) if isinstance(found, dict) else "decided"
 
