@@ -4,6 +4,7 @@
 whole: a sharded run is judged once, on all its cases. ``report`` turns an Allure
 results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
 re-executes a run folder's recorded actions and checks every case against its record.
+``export`` writes a run's evidence as a LeRobot dataset (docs/export.md).
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     safety.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     safety.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="e.g. tilt_deg=30 or displacement_m=0.02 (repeatable)")
+    _add_export_commands(commands)
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return _export(parser, args)
     if args.command == "safety":
         return _safety(parser, args)
     if args.command == "report":
@@ -93,6 +97,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "verify":
         return _verify(parser, args)
     return _merge(parser, args)
+
+
+def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a run folder's evidence as a LeRobot dataset (format v3)",
+        description="One episode per completed case, one frame per delivered observation "
+        "at whose control an action ran, at 20 fps: the two images decoded from the lossless "
+        "streams and checked against their sha256, the proprio vector on the rgb+proprio "
+        "track, the executed action (float32), next.success, next.done and the instruction "
+        "sent. Errored cases are skipped and listed. Needs pytest-libero[lerobot]; "
+        "docs/export.md.",
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    export.add_argument("--lerobot", type=Path, required=True, metavar="OUT",
+                        help="the dataset's root, a folder that does not exist yet")
+    export.add_argument("--videos", action="store_true",
+                        help="encode the images with lerobot's video encoding instead of "
+                        "PNG (lossy: the PSNR against the delivered images is printed)")
+    export.add_argument("--repo-id", metavar="ID",
+                        help="the dataset's repo id (default: pytest-libero/<run id>); "
+                        "nothing is pushed")
+
+
+def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.export.dataset import MissingLerobot, write_dataset
+    from pytest_libero.export.episodes import plan_export
+
+    try:
+        plan = plan_export(args.run_dir, args.lerobot)
+        written = write_dataset(plan, args.lerobot, repo_id=args.repo_id or f"pytest-libero/{plan.run_id}",
+                                videos=args.videos, say=lambda line: print(line, flush=True))
+    except MissingLerobot as exc:
+        parser.exit(2, f"{exc}\n")
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero export: {exc}\n")
+    for skipped in plan.skipped:
+        print(f"skipped {skipped.case}: {skipped.why}")
+    for camera, psnr in written.psnr_db.items():
+        print(f"PSNR of the {camera} video against the delivered images: "
+              + ", ".join(f"{k} {'exact' if v is None else f'{v:.2f} dB'}" for k, v in psnr.items()))
+    print(f"exported {written.episodes} episodes ({written.frames} frames) of {args.run_dir} "
+          f"as LeRobotDataset {written.repo_id!r} at {written.out}"
+          + (f"; skipped {len(plan.skipped)} cases" if plan.skipped else ""))
+    return 0
 
 
 def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
