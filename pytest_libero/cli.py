@@ -4,7 +4,8 @@
 whole: a sharded run is judged once, on all its cases. ``report`` turns an Allure
 results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
 re-executes a run folder's recorded actions and checks every case against its record.
-``export`` writes a run's evidence as a LeRobot dataset (docs/export.md).
+``export`` writes a run's evidence as a LeRobot dataset; ``log`` sends a run's results
+to an experiment tracker (docs/export.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "export":
         return _export(parser, args)
+    if args.command == "log":
+        return _log(parser, args)
     if args.command == "safety":
         return _safety(parser, args)
     if args.command == "report":
@@ -119,6 +123,36 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     export.add_argument("--repo-id", metavar="ID",
                         help="the dataset's repo id (default: pytest-libero/<run id>); "
                         "nothing is pushed")
+
+    log = commands.add_parser(
+        "log",
+        help="log a finished, resumed or merged run folder to W&B or MLflow",
+        description="Log what --libero-wandb and --libero-mlflow log at a session's end: the "
+        "config, success rates with their Wilson intervals, robustness drops, latency "
+        "percentiles, one table row per case and the failed cases' videos (docs/export.md). "
+        "Exit 0 when every tracker named took the run, 1 when one did not (the line says "
+        "why), 2 for a run folder that cannot be read.",
+    )
+    log.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    log.add_argument("--wandb", metavar="PROJECT", help="the W&B project (pytest-libero[wandb])")
+    log.add_argument("--mlflow", metavar="TRACKING_URI",
+                     help="the MLflow tracking URI (pytest-libero[mlflow])")
+
+
+def _log(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.config.settings import Trackers
+    from pytest_libero.export.trackers import asked, log_run
+
+    targets = asked(Trackers(args.wandb, args.mlflow))
+    if not targets:
+        parser.exit(2, "pytest-libero log: name a tracker: --wandb PROJECT or --mlflow TRACKING_URI\n")
+    try:
+        logged = log_run(args.run_dir, targets)
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero log: {exc}\n")
+    for result in logged:
+        print(result.line, file=sys.stdout if result.ok else sys.stderr)
+    return 0 if all(result.ok for result in logged) else 1
 
 
 def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -27,6 +27,17 @@ from pytest_libero.protocol.errors import SetupError
 
 
 @dataclass(frozen=True)
+class Trackers:
+    """Experiment trackers the finished run is logged to, once, on the controller
+    (``--libero-wandb``, ``--libero-mlflow``; docs/export.md)."""
+
+    wandb: str | None = None
+    """The W&B project."""
+    mlflow: str | None = None
+    """The MLflow tracking URI."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """What the operator asked for, checked: the plan and how its cases are run."""
 
@@ -42,6 +53,7 @@ class Settings:
     """Where new run folders go (``<root>/<profile>/<run id>``), absolute."""
     resume: Path | None
     """The interrupted run this session finishes, if any."""
+    trackers: Trackers = Trackers()
 
 
 def read_settings(config: pytest.Config) -> Settings | None:
@@ -70,4 +82,5 @@ def read_settings(config: pytest.Config) -> Settings | None:
         gates=gates(config),
         results_root=root if root.is_absolute() else config.invocation_params.dir / root,
         resume=Path(resume) if resume else None,
+        trackers=Trackers(option_value(config, "wandb"), option_value(config, "mlflow")),
     )
