@@ -94,15 +94,14 @@ def pytest_configure(config: pytest.Config) -> None:
     recorder = session.recorder
     if recorder is None:  # an xdist worker: the controller records
         return
-    # Registered before the recorder, so their session-finish hooks run after the
-    # recorder's (pluggy calls the later registered first): summary.json is there.
+    config.pluginmanager.register(recorder, "libero-recorder")
+    # Registered after the recorder, so their session-finish hooks run after the
+    # recorder's, which writes summary.json: pluggy calls trylast hooks in the order
+    # their plugins were registered (tests/test_trackers.py checks it).
     config.pluginmanager.register(AllureEnvironment(recorder.folder.path),
                                   "libero-allure-environment")
-    config.pluginmanager.register(recorder, "libero-recorder")
     trackers = session.settings.trackers
     if trackers.wandb or trackers.mlflow:
-        # trylast hooks run in the order they were registered: after the recorder's,
-        # which writes summary.json.
         config.pluginmanager.register(TrackerLog(recorder.folder.path, trackers),
                                       "libero-trackers")
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")

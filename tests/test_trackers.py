@@ -275,3 +275,25 @@ print("imported:", sorted({{m.split(".")[0] for m in sys.modules}} & {set(TRACKE
         done = subprocess.run([sys.executable, "-c", probe, what], capture_output=True, text=True,
                               timeout=300, cwd=tmp_path)
         assert done.stdout.strip().splitlines()[-1] == "imported: []", done.stdout[-2000:] + done.stderr
+
+
+@pytest.mark.usefixtures("no_renderer")
+def test_the_session_end_readers_of_summary_json_are_registered_after_the_recorder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pluggy calls trylast hooks in the order their plugins were registered; the
+    recorder's writes summary.json, so whatever reads it at the session's end comes later."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    names = pytester.path / "plugins.json"
+    pytester.makeconftest(f"""
+        import json
+        def pytest_unconfigure(config):
+            names = [name for name, _ in config.pluginmanager.list_name_plugin()]
+            open({str(names)!r}, "w").write(json.dumps(names))
+        """)
+    pytester.runpytest_inprocess(*LIVE_ARGS, f"--alluredir={pytester.path / 'allure'}",
+                                 f"--libero-mlflow={(pytester.path / 'mlruns').as_uri()}")
+    order = json.loads(names.read_text())
+    recorder = order.index("libero-recorder")
+    assert recorder < order.index("libero-allure-environment")
+    assert recorder < order.index("libero-trackers")
