@@ -148,6 +148,37 @@ def test_log_to_w_and_b_offline_reads_back_from_its_run_file(
         assert logged.read_bytes() == video.read_bytes(), case
 
 
+def test_w_and_b_without_credentials_on_a_terminal_asks_nothing(
+    run: tuple[Path, dict[str, Played]], tmp_path: Path
+) -> None:
+    """W&B prompts for a login where stdin and stderr are terminals; the run is not
+    logged there instead, in one line, and nothing waits for an answer."""
+    env = {k: v for k, v in wandb_env(tmp_path).items() if k not in ("WANDB_MODE", "NETRC")}
+    env["HOME"] = str(tmp_path / "home")  # no ~/.netrc
+    controller, terminal = os.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "log", str(run[0]),
+                               "--wandb", "p"], stdin=terminal, stderr=terminal,
+                              stdout=subprocess.PIPE, text=True, timeout=120, env=env, cwd=tmp_path)
+        os.close(terminal)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(controller)
+    lines = [line for line in said.decode(errors="replace").splitlines() if line.strip()]
+    assert done.returncode == 1 and done.stdout == "", said
+    assert lines == [f"pytest-libero: could not log the run to W&B 'p' (UsageError: No API key "
+                     f"configured. Use `wandb login` to log in.); try again later with: "
+                     f"pytest-libero log {run[0]} --wandb p"], said
+
+
 # -- MLflow, a file store -----------------------------------------------------------------
 
 

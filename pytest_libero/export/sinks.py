@@ -7,8 +7,10 @@ into one line of warning (``trackers.py``).
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +26,18 @@ _QUICK_MLFLOW = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TI
 a value the operator set wins."""
 
 
+@contextmanager
+def _no_prompt() -> Iterator[None]:
+    """W&B asks for a login on a terminal; nothing pytest-libero runs waits for an answer:
+    without credentials the login fails at once (``wandb login`` is where to log in)."""
+    stdin = sys.stdin
+    sys.stdin = io.StringIO()  # not a terminal
+    try:
+        yield
+    finally:
+        sys.stdin = stdin
+
+
 def log_wandb(project: str, run: TrackedRun) -> str:
     """One W&B run in ``project``: the config, the metrics (as the run's summary), the
     case table and a video per failed case."""
@@ -31,8 +45,9 @@ def log_wandb(project: str, run: TrackedRun) -> str:
 
     settings = wandb.Settings(silent=True, console="off", save_code=False, disable_git=True,
                               x_disable_stats=True)
-    live = wandb.init(project=project, name=run.name, group=run.profile, job_type="evaluation",
-                      config=dict(run.config), settings=settings)
+    with _no_prompt():
+        live = wandb.init(project=project, name=run.name, group=run.profile, job_type="evaluation",
+                          config=dict(run.config), settings=settings)
     try:
         logged: dict[str, object] = dict(run.metrics)
         logged["cases"] = wandb.Table(columns=list(COLUMNS), data=run.rows)
