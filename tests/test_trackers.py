@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlflow.tracking import MlflowClient
 from scripted_runs import Played, make_run
 
 from harness.servers import free_port
@@ -28,6 +29,11 @@ from pytest_libero.export.tracked import COLUMNS, key, tracked_run
 from pytest_libero.results.layout import SUMMARY_NAME, read_summary
 
 pytest_plugins = ["pytester"]
+
+# MlflowClient is imported above, while tests are collected, not first inside an
+# in-process pytest run: such a run unloads the modules it imported, and the yaml C
+# extension MLflow writes with fails once imported a second time in one process
+# ("EmitterError: expected SCALAR, ...").
 
 LIVE_ARGS = ("--libero-profile=zero", "--libero-isolation=none", "--libero-scope=task_coverage",
              "--libero-suite=libero_10", "--libero-task-ids=0", "-k", "nothing_runs",
@@ -183,8 +189,6 @@ def test_w_and_b_without_credentials_on_a_terminal_asks_nothing(
 
 
 def mlflow_runs(store: Path) -> list[Any]:
-    from mlflow.tracking import MlflowClient
-
     client = MlflowClient(tracking_uri=store.as_uri())
     experiment = client.get_experiment_by_name("pytest-libero")
     return [] if experiment is None else list(client.search_runs([experiment.experiment_id]))
@@ -193,8 +197,6 @@ def mlflow_runs(store: Path) -> list[Any]:
 def test_log_to_mlflow_reads_back_through_its_client(
     run: tuple[Path, dict[str, Played]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mlflow.tracking import MlflowClient
-
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps file stores behind it
     folder, _ = run
     store = tmp_path / "mlruns"

@@ -56,8 +56,10 @@ def log_wandb(project: str, run: TrackedRun) -> str:
         live.log(logged)
         where = f"offline, in {live.settings.sync_dir}" if live.offline else live.url
         name = live.name
-    finally:
-        live.finish()
+    except BaseException:
+        live.finish(exit_code=1)  # the W&B run says it did not finish well
+        raise
+    live.finish()
     return f"logged to W&B project {project!r} as run {name!r} ({where})"
 
 
