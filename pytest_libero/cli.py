@@ -4,6 +4,8 @@
 whole: a sharded run is judged once, on all its cases. ``report`` turns an Allure
 results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
 re-executes a run folder's recorded actions and checks every case against its record.
+``export`` writes a run's evidence as a LeRobot dataset; ``log`` sends a run's results
+to an experiment tracker (docs/export.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     safety.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     safety.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                         help="e.g. tilt_deg=30 or displacement_m=0.02 (repeatable)")
+    _add_export_commands(commands)
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return _export(parser, args)
+    if args.command == "log":
+        return _log(parser, args)
     if args.command == "safety":
         return _safety(parser, args)
     if args.command == "report":
@@ -98,6 +106,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "verify":
         return _verify(parser, args)
     return _merge(parser, args)
+
+
+def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a run folder's evidence as a LeRobot dataset (format v3)",
+        description="One episode per completed case, one frame per delivered observation "
+        "at whose control an action ran, at 20 fps: the two images decoded from the lossless "
+        "streams and checked against their sha256, the proprio vector on the rgb+proprio "
+        "track, the executed action (float32), next.success, next.done and the instruction "
+        "sent. Errored cases are skipped and listed. Needs pytest-libero[lerobot]; "
+        "docs/export.md.",
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    export.add_argument("--lerobot", type=Path, required=True, metavar="OUT",
+                        help="the dataset's root, a folder that does not exist yet")
+    export.add_argument("--videos", action="store_true",
+                        help="encode the images with lerobot's video encoding instead of "
+                        "PNG (lossy: the PSNR against the delivered images is printed)")
+    export.add_argument("--repo-id", metavar="ID",
+                        help="the dataset's repo id (default: pytest-libero/<run id>); "
+                        "nothing is pushed")
+
+    log = commands.add_parser(
+        "log",
+        help="log a finished, resumed or merged run folder to W&B or MLflow",
+        description="Log what --libero-wandb and --libero-mlflow log at a session's end: the "
+        "config, success rates with their Wilson intervals, robustness drops, latency "
+        "percentiles, one table row per case and the failed cases' videos (docs/export.md). "
+        "Exit 0 when every tracker named took the run, 1 when one did not (the line says "
+        "why), 2 for a run folder that cannot be read.",
+    )
+    log.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    log.add_argument("--wandb", metavar="PROJECT", help="the W&B project (pytest-libero[wandb])")
+    log.add_argument("--mlflow", metavar="TRACKING_URI",
+                     help="the MLflow tracking URI (pytest-libero[mlflow])")
+
+
+def _log(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.config.settings import Trackers
+    from pytest_libero.export.trackers import asked, log_run
+
+    targets = asked(Trackers(args.wandb, args.mlflow))
+    if not targets:
+        parser.exit(2, "pytest-libero log: name a tracker: --wandb PROJECT or --mlflow TRACKING_URI\n")
+    try:
+        logged = log_run(args.run_dir, targets)
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero log: {exc}\n")
+    for result in logged:
+        print(result.line, file=sys.stdout if result.ok else sys.stderr)
+    return 0 if all(result.ok for result in logged) else 1
+
+
+def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.export.dataset import MissingLerobot, write_dataset
+    from pytest_libero.export.episodes import plan_export
+
+    try:
+        plan = plan_export(args.run_dir, args.lerobot)
+        written = write_dataset(plan, args.lerobot, repo_id=args.repo_id or f"pytest-libero/{plan.run_id}",
+                                videos=args.videos, say=lambda line: print(line, flush=True))
+    except MissingLerobot as exc:
+        parser.exit(2, f"{exc}\n")
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero export: {exc}\n")
+    for skipped in plan.skipped:
+        print(f"skipped {skipped.case}: {skipped.why}")
+    for camera, psnr in written.psnr_db.items():
+        print(f"PSNR of the {camera} video against the delivered images: "
+              + ", ".join(f"{k} {'exact' if v is None else f'{v:.2f} dB'}" for k, v in psnr.items()))
+    print(f"exported {written.episodes} episodes ({written.frames} frames) of {args.run_dir} "
+          f"as LeRobotDataset {written.repo_id!r} at {written.out}"
+          + (f"; skipped {len(plan.skipped)} cases" if plan.skipped else ""))
+    return 0
 
 
 def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from pytest_libero.config.workers import (
     prefer_worksteal,
 )
 from pytest_libero.episode.record import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, CaseRecord, record_to_json
+from pytest_libero.export.trackers import TrackerLog
 from pytest_libero.policy.openpi.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight
 from pytest_libero.protocol.errors import SetupError
@@ -95,11 +96,16 @@ def pytest_configure(config: pytest.Config) -> None:
     recorder = session.recorder
     if recorder is None:  # an xdist worker: the controller records
         return
-    # Registered before the recorder, so its session-finish hook runs after the
-    # recorder's (pluggy calls the later registered first): summary.json is there.
+    config.pluginmanager.register(recorder, "libero-recorder")
+    # Registered after the recorder, so their session-finish hooks run after the
+    # recorder's, which writes summary.json: pluggy calls trylast hooks in the order
+    # their plugins were registered (tests/test_trackers.py checks it).
     config.pluginmanager.register(AllureEnvironment(recorder.folder.path),
                                   "libero-allure-environment")
-    config.pluginmanager.register(recorder, "libero-recorder")
+    trackers = session.settings.trackers
+    if trackers.wandb or trackers.mlflow:
+        config.pluginmanager.register(TrackerLog(recorder.folder.path, trackers),
+                                      "libero-trackers")
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     decider = recorder.decider

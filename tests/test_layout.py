@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("results",),           # the run folder, summaries, gates and merges over records
     ("report",),            # what people read: terminal, Allure, figures
     ("audit",),             # verify: re-executes the recorded cases
+    ("export",),            # evidence as data: a run folder as a LeRobot dataset, in a tracker
     ("conformance",),       # the shipped test module the plugin collects
     ("session",),           # one session's work for the hooks: checks, run folder, each case's run
     ("serve", "cli", "plugin"),  # entry points: a policy server, the command line, the pytest hooks

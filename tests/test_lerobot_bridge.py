@@ -11,18 +11,16 @@ random-weight ACT checkpoint the way lerobot-train does, serve it with
 two real LIBERO cases against it. The bridge's ``record=`` file says what each request
 was mapped to; it is checked against the case folders' own evidence, byte for byte.
 
-``PYTEST_LIBERO_LEROBOT_VENV=DIR`` keeps the venv in DIR (built there when DIR does not
-exist, reused when it does), so a developer installs once.
+The venv is the session's ``lerobot_python`` (tests/lerobot_venv.py), shared with the
+export's tests; ``PYTEST_LIBERO_LEROBOT_VENV=DIR`` keeps it in DIR, so a developer
+installs once.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lerobot_venv import clean_env, run
 
 from harness.runs import run_folder, run_records
 from harness.servers import ServerDidNotStart, free_port, serve_argv, serving
@@ -44,8 +43,6 @@ from pytest_libero.protocol.hashing import array_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_CHECKPOINT = ROOT / "tests" / "tools" / "make_lerobot_checkpoint.py"
-LEROBOT = "lerobot==0.4.4"  # the newest release that supports Python 3.11
-VENV_VARIABLE = "PYTEST_LIBERO_LEROBOT_VENV"
 FACTORY = "pytest_libero.bridges.lerobot:make"
 CHUNK, STEPS, CALLS = 10, 5, 4
 LIBERO_IMAGES = {"observation.images.image": Feature("VISUAL", (3, 256, 256)),
@@ -242,68 +239,6 @@ print('imported:', sorted(m for m in sys.modules if m.split('.')[0] in ('torch',
 
 
 # -- the real bridge in a lerobot venv ---------------------------------------------------
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment less what would point the lerobot venv at this one."""
-    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
-
-
-def run(command: list[str], timeout: float, what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=kwargs.pop("env", clean_env()), **kwargs)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{what} did not finish in {timeout:.0f} s: {' '.join(command)}\n"
-                    f"{_text(exc.stdout)[-3000:]}\n{_text(exc.stderr)[-3000:]}")
-    assert done.returncode == 0, (
-        f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
-        f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
-    return done
-
-
-def _text(data: str | bytes | None) -> str:
-    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
-
-
-@pytest.fixture(scope="session")
-def lerobot_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A venv with lerobot, its torch and this checkout's serving part; its python.
-    Built once a session: the simulator tests run last (tests/conftest.py), so a module
-    fixture would be built again for the real-case test, minutes later.
-
-    Fails (never skips) when the package index cannot be reached: this is the test
-    that proves the bridge works with the real lerobot.
-    """
-    kept = os.environ.get(VENV_VARIABLE)
-    venv = Path(kept) if kept else tmp_path_factory.mktemp("lerobot") / "venv"
-    python = venv / "bin" / "python"
-    started = time.monotonic()
-    if not python.exists():
-        # venv builds on the base interpreter: nothing of this venv leaks in.
-        run([sys.executable, "-m", "venv", str(venv)], 120, "creating the lerobot venv")
-    has = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('lerobot'))"],
-                         capture_output=True, text=True, timeout=120, env=clean_env())
-    if has.stdout.strip() != LEROBOT.split("==")[1]:
-        run([str(python), "-m", "pip", "install", "--quiet", LEROBOT], 1500,
-            f"pip install {LEROBOT} into {venv} (needs the package index; torch with its CUDA "
-            "wheels is about 6 GB)")
-    # The serving part only: the simulator stack is not needed to serve a policy.
-    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)], 300,
-        "installing this checkout into the lerobot venv")
-    run([str(python), "-m", "pip", "install", "--quiet", "websockets>=13", "msgpack>=1.0"], 300,
-        "installing the server's own dependencies into the lerobot venv")
-    where = run([str(python), "-c", "import lerobot, torch, pytest_libero; "
-                 "print(lerobot.__version__, torch.__version__, pytest_libero.__file__)"],
-                120, "importing lerobot in its venv")
-    print(f"lerobot venv {venv} ready in {time.monotonic() - started:.0f} s: {where.stdout.strip()}")
-    assert where.stdout.split()[2].startswith(str(ROOT)), where.stdout
-    try:
-        yield python
-    finally:
-        if not kept:
-            shutil.rmtree(venv, ignore_errors=True)
 
 
 def lerobot_env(home: Path) -> dict[str, str]:

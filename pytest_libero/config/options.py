@@ -144,6 +144,10 @@ OPTIONS = (
             "run, appended to the same folder"),
     _Option("gpus", "GPU indices, one per xdist worker (CUDA_VISIBLE_DEVICES and "
             "MUJOCO_EGL_DEVICE_ID); without -n, one worker per GPU"),
+    _Option("wandb", "log the finished run to this W&B project (needs pytest-libero[wandb]; "
+            "docs/export.md)"),
+    _Option("mlflow", "log the finished run to this MLflow tracking URI (needs "
+            "pytest-libero[mlflow]; docs/export.md)"),
     _Option("results", "root folder for result folders (<root>/<profile>/<run id>)",
             "libero-results"),
     _Option("run-id", "name this run's folder; refused if it exists (default: UTC time + "

@@ -19,6 +19,7 @@ from pytest_libero.config.options import (
     decide,
     gates,
     isolation,
+    option_value,
     path_option,
     prebuild,
     run_id,
@@ -26,6 +27,17 @@ from pytest_libero.config.options import (
 )
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog
 from pytest_libero.protocol.errors import SetupError
+
+
+@dataclass(frozen=True)
+class Trackers:
+    """Experiment trackers the finished run is logged to, once, on the controller
+    (``--libero-wandb``, ``--libero-mlflow``; docs/export.md)."""
+
+    wandb: str | None = None
+    """The W&B project."""
+    mlflow: str | None = None
+    """The MLflow tracking URI."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class Settings:
     """The interrupted run this session finishes, if any."""
     decide: DecideSettings | None = None
     """``--libero-decide``: stop once the gates' verdict is settled (None: run every case)."""
+    trackers: Trackers = Trackers()
 
 
 def read_settings(config: pytest.Config) -> Settings | None:
@@ -76,4 +89,5 @@ def read_settings(config: pytest.Config) -> Settings | None:
         results_root=root if root.is_absolute() else config.invocation_params.dir / root,
         resume=Path(resume) if resume else None,
         decide=decide(config, chosen_gates, plan.shard),
+        trackers=Trackers(option_value(config, "wandb"), option_value(config, "mlflow")),
     )

@@ -1,0 +1,94 @@
+"""The lerobot venv the LeRobot tests share: built once a session, this checkout in it.
+
+``tests/conftest.py`` makes :func:`build` the session fixture ``lerobot_python``, so the
+bridge's tests (test_lerobot_bridge.py) and the export's (test_lerobot_export.py) use
+the same venv: lerobot 0.4.4 (the newest for Python 3.11) with its torch from the
+package index (about 6 GB of CUDA wheels), this checkout installed without its
+dependencies (no simulator) plus what its serving part and its command line import.
+
+``PYTEST_LIBERO_LEROBOT_VENV=DIR`` keeps the venv in DIR (built there when DIR does not
+exist, reused when it does), so a developer installs once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LEROBOT = "lerobot==0.4.4"  # the newest release that supports Python 3.11
+VENV_VARIABLE = "PYTEST_LIBERO_LEROBOT_VENV"
+BESIDE = ("websockets>=13", "msgpack>=1.0", "pytest>=8.2")
+"""What the checkout needs there besides lerobot's own dependencies: the server's wire
+(websockets, msgpack) and, for ``python -m pytest_libero.cli``, pytest."""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment less what would point the lerobot venv at this one."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
+
+
+def run(command: list[str], timeout: float, what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` (the lerobot venv's environment unless ``env`` is given); fail the
+    test with its output when it fails or outlasts ``timeout``."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=kwargs.pop("env", clean_env()), **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{what} did not finish in {timeout:.0f} s: {' '.join(command)}\n"
+                    f"{_text(exc.stdout)[-3000:]}\n{_text(exc.stderr)[-3000:]}")
+    assert done.returncode == 0, (
+        f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
+        f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+
+def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A venv with lerobot, its torch and this checkout; its python. Built once a
+    session: the simulator tests run last (tests/conftest.py), so a module fixture would
+    be built again for the real-case tests, minutes later.
+
+    Fails (never skips) when the package index cannot be reached: these are the tests
+    that prove the bridge and the export work with the real lerobot.
+    """
+    kept = os.environ.get(VENV_VARIABLE)
+    venv = Path(kept) if kept else tmp_path_factory.mktemp("lerobot") / "venv"
+    python = venv / "bin" / "python"
+    started = time.monotonic()
+    if not python.exists():
+        # venv builds on the base interpreter: nothing of this venv leaks in.
+        run([sys.executable, "-m", "venv", str(venv)], 120, "creating the lerobot venv")
+    has = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('lerobot'))"],
+                         capture_output=True, text=True, timeout=120, env=clean_env())
+    if has.stdout.strip() != LEROBOT.split("==")[1]:
+        run([str(python), "-m", "pip", "install", "--quiet", LEROBOT], 1500,
+            f"pip install {LEROBOT} into {venv} (needs the package index; torch with its CUDA "
+            "wheels is about 6 GB)")
+    # This checkout without its dependencies: the simulator stack is not needed there.
+    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)], 300,
+        "installing this checkout into the lerobot venv")
+    run([str(python), "-m", "pip", "install", "--quiet", *BESIDE], 300,
+        "installing the checkout's own few dependencies into the lerobot venv")
+    where = run([str(python), "-c", "import lerobot, torch, pytest_libero.cli; "
+                 "print(lerobot.__version__, torch.__version__, pytest_libero.cli.__file__)"],
+                120, "importing lerobot in its venv")
+    print(f"lerobot venv {venv} ready in {time.monotonic() - started:.0f} s: {where.stdout.strip()}")
+    assert where.stdout.split()[2].startswith(str(ROOT)), where.stdout
+    try:
+        yield python
+    finally:
+        if not kept:
+            shutil.rmtree(venv, ignore_errors=True)

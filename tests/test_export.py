@@ -1,0 +1,246 @@
+"""``pytest-libero export``: the frame rule against the loop's own ground truth, the plan
+of a run's episodes, and every refusal, without lerobot (issue 43).
+
+The episodes are real runs of the control loop with the real evidence writer on a fake
+scene (tests/scripted_runs.py); a listener beside the writer keeps the action each
+control executed, which the frames read back from the case folder must match. Writing
+the dataset with lerobot itself is tests/test_lerobot_export.py's, in the lerobot venv.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scripted_runs import Episode, Played, make_run, play
+
+from pytest_libero import cli
+from pytest_libero.evidence.layout import ACTIONS_NAME, REPLAYABLE, stream_name
+from pytest_libero.evidence.reader import read_actions, read_observation_hashes
+from pytest_libero.export.dataset import INSTALL, camera_key, features
+from pytest_libero.export.episodes import episode_metadata, plan_export
+from pytest_libero.export.frames import FrameRuleError, plan_frames
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME, case_path
+
+
+def expected_frames(played: Played) -> list[tuple[int, int, list[float], bool]]:
+    """The rule, from the loop's own record: the last observation at each control that
+    ran, with the action stepped there."""
+    chosen: dict[int, int] = {}
+    for call, control in played.truth.observed:
+        if control in played.truth.ran:
+            chosen[control] = call
+    return [(chosen[c], c, played.truth.ran[c][0].tolist(), played.truth.ran[c][1])
+            for c in sorted(chosen)]
+
+
+def frames_read_back(folder: Path, played: Played) -> list[tuple[int, int, list[float], bool]]:
+    counters = played.result.counters
+    frames = plan_frames(list(read_observation_hashes(folder)), list(read_actions(folder)),
+                         counters.executed_controls, counters.held_controls)
+    return [(f.call, f.control, f.action.tolist(), f.held) for f in frames]
+
+
+SCENARIOS = {
+    "every control at replan interval 1": Episode(replan=1, calls=6, horizon=3),
+    "decision controls only at K=3": Episode(replan=3, calls=4, horizon=5),
+    "late replies: an earlier reply's action, clipped": Episode(delay=2, calls=5, scale=1.3),
+    "held frames keep the gripper as sent": Episode(replan=5, calls=6, horizon=3, delay=2, scale=2.0),
+    "every action stale: holds only": Episode(calls=4, horizon=3, delay=5),
+    "an ignored stop: two observations at one control": Episode(
+        calls=5, horizon=3, script=(None, "stop", None, None, None)),
+    "success in the middle of a chunk": Episode(replan=3, horizon=5, success_at=5),
+}
+
+
+@pytest.mark.parametrize("episode", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_each_frame_is_an_observation_and_the_action_its_control_executed(
+    episode: Episode, tmp_path: Path
+) -> None:
+    played = play(tmp_path / "case", episode)
+    expected = expected_frames(played)
+    assert expected, "the scenario must have frames"
+    assert frames_read_back(tmp_path / "case", played) == expected
+
+
+def test_the_scenarios_reach_what_they_are_named_for(tmp_path: Path) -> None:
+    """Holds with a gripper outside [-1, 1] (as sent, not clipped), two observations at
+    one control, and decision-time frames only: else the rule above is untested."""
+    held = play(tmp_path / "held", SCENARIOS["held frames keep the gripper as sent"])
+    grippers = [a[6] for _, _, a, was_held in expected_frames(held) if was_held]
+    assert any(abs(g) > 1 for g in grippers), grippers
+    twice = play(tmp_path / "twice", SCENARIOS["an ignored stop: two observations at one control"])
+    controls = [control for _, control in twice.truth.observed]
+    assert len(controls) > len(set(controls))
+    sparse = play(tmp_path / "sparse", SCENARIOS["decision controls only at K=3"])
+    assert [c for _, c, _, _ in expected_frames(sparse)] == [0, 3, 6, 9]
+
+
+def test_actions_that_cannot_be_one_episode_are_refused(tmp_path: Path) -> None:
+    played = play(tmp_path / "case", Episode(calls=3))
+    hashes = list(read_observation_hashes(tmp_path / "case"))
+    chunks = list(read_actions(tmp_path / "case"))
+    controls = played.result.counters.executed_controls
+    overlapping = [chunks[0], replace(chunks[1], sent_at_control=chunks[0].sent_at_control)]
+    with pytest.raises(FrameRuleError, match="another reply's action also ran at"):
+        plan_frames(hashes, overlapping, controls)
+    with pytest.raises(FrameRuleError, match="outside the episode's 5 controls"):
+        plan_frames(hashes, chunks, 5)
+    with pytest.raises(FrameRuleError, match="the record counts 2 held controls"):
+        plan_frames(hashes, chunks, controls, held=2)
+
+
+# -- a whole run --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Played]]:
+    return make_run(tmp_path_factory.mktemp("run"))
+
+
+def test_completed_cases_become_episodes_in_selection_order_and_the_rest_are_listed(
+    run: tuple[Path, dict[str, Played]], tmp_path: Path
+) -> None:
+    folder, played = run
+    plan = plan_export(folder, tmp_path / "dataset")
+    assert [e.case for e in plan.episodes] == ["libero_10-00", "libero_10-00~latency2"]
+    assert [(s.case, s.why) for s in plan.skipped] == [
+        ("libero_10-01", "errored (environment)"),
+        ("libero_10-02", "completed without a control after an observation: no frame")]
+    for episode in plan.episodes:
+        got = [(f.call, f.control, f.action.tolist(), f.held) for f in episode.frames]
+        assert got == expected_frames(played[episode.case])
+    perturbed = episode_metadata(plan, 1, plan.episodes[1])
+    assert {k: perturbed[k] for k in ("episode_index", "case", "run_id", "outcome", "cause",
+                                      "perturbation", "variant_identity")} == {
+        "episode_index": 1, "case": "libero_10-00~latency2", "run_id": folder.name,
+        "outcome": "failure", "cause": "control_cap",
+        "perturbation": {"kind": "latency", "level": 2, "source": "generated"},
+        "variant_identity": "libero-perturb-v1:" + "1" * 32}
+    native = episode_metadata(plan, 0, plan.episodes[0])
+    assert (native["cause"], native["perturbation"], native["held_frames"]) == ("success", None, 0)
+    assert native["profile"]["name"] == "scripted" and native["renderer"]["sha256"] == "2" * 64
+    assert not (tmp_path / "dataset").exists()
+
+
+def test_the_features_are_lerobot_s_libero_names_and_the_frame_s_shapes() -> None:
+    images = {c: np.zeros((32, 32, 3), np.uint8) for c in ("agentview", "robot0_eye_in_hand")}
+    found = features((images, np.zeros(9)), videos=False)
+    assert found["observation.images.image"]["shape"] == (32, 32, 3)
+    assert found["observation.images.image2"]["dtype"] == "image"
+    assert found["observation.state"]["shape"] == (9,)
+    assert found["action"] == {"dtype": "float32", "shape": (7,),
+                               "names": ["x", "y", "z", "roll", "pitch", "yaw", "gripper"]}
+    assert {k for k, v in found.items() if v["dtype"] == "bool"} == {"next.success", "next.done"}
+    assert "observation.state" not in features((images, None), videos=True)
+    assert features((images, None), videos=True)[camera_key("agentview")]["dtype"] == "video"
+
+
+def export(*argv: str) -> tuple[int, str, str]:
+    """``pytest-libero export ARGV`` in this process: exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = cli.main(["export", *argv])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_without_lerobot_one_line_says_how_to_install_it(
+    run: tuple[Path, dict[str, Played]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "lerobot", None)  # not installed, whatever is here
+    code, out, err = export(str(run[0]), "--lerobot", str(tmp_path / "dataset"))
+    assert (code, out, err) == (2, "", INSTALL + "\n")
+    assert INSTALL == "pytest-libero export --lerobot needs lerobot: pip install 'pytest-libero[lerobot]'"
+    assert not (tmp_path / "dataset").exists()
+
+
+def test_an_existing_output_folder_is_refused(run: tuple[Path, dict[str, Played]], tmp_path: Path) -> None:
+    (tmp_path / "dataset").mkdir()
+    code, out, err = export(str(run[0]), "--lerobot", str(tmp_path / "dataset"))
+    assert code == 2 and err == (f"pytest-libero export: {tmp_path / 'dataset'} exists; lerobot "
+                                 "writes a dataset into a new folder only (LeRobotDataset.create): "
+                                 "name one that does not exist yet\n")
+    assert list((tmp_path / "dataset").iterdir()) == []
+
+
+def test_a_run_that_kept_no_streams_is_refused_naming_its_level(tmp_path: Path) -> None:
+    folder, _ = make_run(tmp_path / "run", {"libero_10-00": Episode()}, level=REPLAYABLE)
+    code, out, err = export(str(folder), "--lerobot", str(tmp_path / "dataset"))
+    assert code == 2, out + err
+    assert err.startswith(f"pytest-libero export: {folder}: its evidence level is 'replayable', ")
+    assert "no observations.<camera>.mkv streams" in err and "--libero-evidence=full" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "dataset").exists()
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("stream", "does not have the sha256 its record holds"),
+    ("gone", "is missing"),
+    ("record", "episode.json is not JSON"),
+])
+def test_a_damaged_case_folder_is_named(
+    run: tuple[Path, dict[str, Played]], tmp_path: Path, damage: str, needle: str
+) -> None:
+    folder = Path(shutil.copytree(run[0], tmp_path / "run"))
+    case = case_path(folder, "libero_10-00~latency2")
+    if damage == "stream":
+        stream = case / stream_name("agentview")
+        stream.write_bytes(stream.read_bytes()[:-10] + bytes(10))
+    elif damage == "gone":
+        (case / ACTIONS_NAME).unlink()
+    else:
+        (case / "episode.json").write_text("{cut")
+    code, out, err = export(str(folder), "--lerobot", str(tmp_path / "dataset"))
+    assert code == 2 and len(err.splitlines()) == 1, out + err
+    assert err.startswith("pytest-libero export: case libero_10-00~latency2: ") and needle in err, err
+    assert not (tmp_path / "dataset").exists()
+
+
+@pytest.mark.parametrize("file, content, answer", [
+    (RUN_NAME, None, "{folder}: not a run folder (no run.json); name the folder a run wrote, "
+                     "<results>/<profile>/<run id>"),
+    (RESULTS_NAME, b"{not json\n{}\n", "{folder}/results.jsonl:1: not a JSON line"),
+])
+def test_a_damaged_run_folder_gets_the_layout_s_one_line(
+    run: tuple[Path, dict[str, Played]], tmp_path: Path, file: str, content: bytes | None,
+    answer: str,
+) -> None:
+    folder = Path(shutil.copytree(run[0], tmp_path / "run"))
+    if content is None:
+        (folder / file).unlink()
+    else:
+        (folder / file).write_bytes(content)
+    code, out, err = export(str(folder), "--lerobot", str(tmp_path / "dataset"))
+    assert code == 2 and len(err.splitlines()) == 1, out + err
+    assert err.startswith("pytest-libero export: " + answer.format(folder=folder)), err
+    assert "Traceback" not in err and not (tmp_path / "dataset").exists()
+
+
+def test_a_run_without_a_completed_frame_is_refused(tmp_path: Path) -> None:
+    folder, _ = make_run(tmp_path / "run", {"libero_10-01": Episode(fail_at=2)})
+    with pytest.raises(SetupError, match=r"no completed case with a frame to export; "
+                                         r"libero_10-01: errored \(environment\)"):
+        plan_export(folder, tmp_path / "dataset")
+
+
+def test_the_sidecar_names_every_episode_s_case(run: tuple[Path, dict[str, Played]], tmp_path: Path) -> None:
+    from pytest_libero.export.dataset import Written, metadata
+
+    plan = plan_export(run[0], tmp_path / "dataset")
+    written = Written(tmp_path / "dataset", "pytest-libero/x", 2, plan.frames)
+    meta = json.loads(json.dumps(metadata(plan, written, videos=False)))
+    assert meta["format"] == "pytest-libero-lerobot-export/1" and meta["fps"] == 20
+    assert [e["case"] for e in meta["episodes"]] == ["libero_10-00", "libero_10-00~latency2"]
+    assert [s["case"] for s in meta["skipped"]] == ["libero_10-01", "libero_10-02"]
+    assert meta["cameras"] == {"observation.images.image": "agentview",
+                               "observation.images.image2": "robot0_eye_in_hand"}
