@@ -21,6 +21,7 @@ import numpy as np
 from pytest_libero.episode.loop import EpisodeResult, Tee, run_episode
 from pytest_libero.episode.record import RECORD_SCHEMA
 from pytest_libero.evidence.layout import FULL, RECORD_NAME
+from pytest_libero.evidence.renderer import REFERENCE_FRAME
 from pytest_libero.evidence.writer import CaseEvidence
 from pytest_libero.files import write_json_atomic
 from pytest_libero.policy.contract import Observation, Reply
@@ -165,9 +166,14 @@ def record(case: str, played: Played, folder: Path, episode: Episode, level: str
             "termination": result.termination, "truncation": result.truncation,
             "counters": dict(result.counters.as_record()), "chunks": list(result.chunks),
             "error": result.error, "evidence": played.evidence, "evidence_dir": str(folder),
-            "identity": {"renderer": {"sha256": "2" * 64, "backend": "egl"}},
+            "identity": {"renderer": RENDERER},
             "budget": {"mode": "decisions", "control_cap": episode.calls * episode.replan,
                        "replan_interval": episode.replan, "max_policy_calls": episode.calls}}
+
+
+RENDERER = {"frame": REFERENCE_FRAME, "sha256": "2" * 64, "backend": "egl", "vendor": "Mesa",
+            "renderer": "llvmpipe (LLVM 15.0.6, 256 bits)", "version": "4.5 Mesa 22.3.6"}
+"""A whole renderer fingerprint, as run.json and each record carry it."""
 
 
 RUN = {
@@ -200,7 +206,7 @@ def make_run(root: Path, cases: Mapping[str, Episode] = RUN, *, level: str = FUL
     write_json_atomic(folder / RUN_NAME, {
         "run_id": folder.name, "protocol_identity": PROTOCOL, "perturb_identity": PERTURBED,
         "record_schema": RECORD_SCHEMA, "plan": plan, "installed": {"pytest-libero": "0.1.0"},
-        "renderer": {"sha256": "2" * 64, "backend": "egl"}})
+        "renderer": RENDERER})
     (folder / RESULTS_NAME).write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n"
                                                for r in records.values()))
     summary = summarize(selection, records, run_id=folder.name, profile="scripted",  # type: ignore[arg-type]

@@ -292,6 +292,26 @@ def test_a_session_logs_once_after_its_summary_and_its_exit_code_is_its_own(
     assert len(warned) == 1 and "MLflow" in warned[0], unreachable.stdout.str()
 
 
+@pytest.mark.parametrize(("argument", "said"), [
+    ("--libero-wandb=team/project", "--libero-wandb='team/project' holds '/', which W&B refuses "
+     "in a project name; give a W&B project name"),
+    (f"--libero-wandb={'p' * 129}", "is longer than W&B takes (128 characters); give a W&B "
+     "project name"),
+    (f"--libero-mlflow=http://{'h' * 300}:5000", "a part of it is longer than 255 bytes; give a "
+     "tracking URI (http://host:5000, file:///path, sqlite:///mlflow.db)"),
+])
+def test_a_tracker_target_no_tracker_takes_is_refused_before_the_run(
+    pytester: pytest.Pytester, argument: str, said: str
+) -> None:
+    """Logged only at the session's end, a bad project name would cost a whole run's
+    tracking; it is refused first, as a usage error, with no run folder."""
+    result = pytester.runpytest_inprocess(*LIVE_ARGS, argument)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in result.stderr.lines if line.strip()]
+    assert line.startswith("ERROR: --libero-") and line.endswith(said), line
+    assert not (pytester.path / "libero-results").exists()
+
+
 def test_nothing_is_imported_unless_asked_for(tmp_path: Path) -> None:
     """``pytest --help``, a plain run and the command line import no tracker, lerobot or torch."""
     probe = f"""

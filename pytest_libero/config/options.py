@@ -225,6 +225,39 @@ def path_option(config: pytest.Config, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+WANDB_PROJECT_CHARS = 128
+"""W&B's own limit on a project name (``wandb.sdk.wandb_settings``)."""
+WANDB_FORBIDDEN = "/\\#?%:"
+"""Characters W&B refuses in a project name."""
+
+
+def wandb_project(config: pytest.Config) -> str | None:
+    """``--libero-wandb``, checked by W&B's own rule now: found only when the finished run
+    is logged, a bad name would cost the whole run its tracker."""
+    value = option_value(config, "wandb")
+    if value is None:
+        return None
+    text = str(value)
+    bad = sorted({c for c in text if c in WANDB_FORBIDDEN})
+    if len(text) > WANDB_PROJECT_CHARS or bad:
+        why = (f"is longer than W&B takes ({WANDB_PROJECT_CHARS} characters)" if not bad
+               else f"holds {', '.join(map(repr, bad))}, which W&B refuses in a project name")
+        raise SetupError(f"--libero-wandb={echo(text)} {why}; give a W&B project name")
+    return text
+
+
+def mlflow_uri(config: pytest.Config) -> str | None:
+    """``--libero-mlflow``, refused now when a part of it is longer than any file system,
+    host name or URL path segment takes in practice (the run is logged only at its end)."""
+    value = option_value(config, "mlflow")
+    if value is not None and any(len(part.encode()) > MAX_NAME_BYTES
+                                 for part in str(value).split("/")):
+        raise SetupError(f"--libero-mlflow={echo(value)}: a part of it is longer than "
+                         f"{MAX_NAME_BYTES} bytes; give a tracking URI (http://host:5000, "
+                         "file:///path, sqlite:///mlflow.db)")
+    return None if value is None else str(value)
+
+
 def _int_option(config: pytest.Config, name: str) -> int | None:
     value = option_value(config, name)
     if value is None:

@@ -19,10 +19,11 @@ from pytest_libero.config.options import (
     decide,
     gates,
     isolation,
-    option_value,
+    mlflow_uri,
     path_option,
     prebuild,
     run_id,
+    wandb_project,
     watchdog,
 )
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog
@@ -89,5 +90,5 @@ def read_settings(config: pytest.Config) -> Settings | None:
         results_root=root if root.is_absolute() else config.invocation_params.dir / root,
         resume=Path(resume) if resume else None,
         decide=decide(config, chosen_gates, plan.shard),
-        trackers=Trackers(option_value(config, "wandb"), option_value(config, "mlflow")),
+        trackers=Trackers(wandb_project(config), mlflow_uri(config)),
     )

@@ -8,7 +8,6 @@ into one line of warning (``trackers.py``).
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 import time
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pytest_libero.export.tracked import COLUMNS, Scalar, TrackedRun, key
+from pytest_libero.files import json_text
 
 EXPERIMENT = "pytest-libero"
 """The MLflow experiment runs go to, unless MLFLOW_EXPERIMENT_NAME names another."""
@@ -75,7 +75,7 @@ def _quick_mlflow() -> Iterator[None]:
 
 
 def _param(value: Scalar | list[Scalar]) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
+    text = value if isinstance(value, str) else json_text(value)
     return text[:PARAM_LIMIT]
 
 
