@@ -16,26 +16,21 @@ add a row to cover a new input, and name it there.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import multiprocessing.forkserver  # noqa: F401  (see below)
-import os
 import re
 import shutil
-import subprocess
-import sys
-import traceback
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_runs
 import numpy as np
 import pytest
+from cli_runs import Said
 
 from harness.runs import run_pytest, run_records
-from pytest_libero import cli
 
 pytest_plugins = ["pytester"]
 # pytester's in-process runs drop the modules a run imported: imported there first,
@@ -522,26 +517,10 @@ def tree(root: Path) -> dict[str, str]:
             if p.is_file() else "folder" for p in sorted(root.rglob("*"))}
 
 
-UNPRIVILEGED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
-"""Root without its capabilities: file permissions bind it as they bind any user."""
-
-
-def run_cli(args: list[str], in_process: bool, unprivileged: bool = False) -> tuple[int, str, str]:
+def run_cli(args: list[str], in_process: bool, unprivileged: bool = False) -> Said:
     if not in_process:
-        done = subprocess.run([*(UNPRIVILEGED if unprivileged else []), sys.executable, "-m",
-                               "pytest_libero.cli", *args],
-                              capture_output=True, text=True, timeout=120)
-        return done.returncode, done.stdout, done.stderr
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(args)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except Exception:  # what a user would see as a traceback
-            err.write(traceback.format_exc())
-            code = 1
-    return code, out.getvalue(), err.getvalue()
+        return cli_runs.own_process(args, unprivileged=unprivileged)
+    return cli_runs.in_process(args)
 
 
 @pytest.mark.parametrize("row", params())

@@ -9,19 +9,18 @@ the dataset with lerobot itself is tests/test_lerobot_export.py's, in the lerobo
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 
+import cli_runs
 import numpy as np
 import pytest
+from cli_runs import Said
 from scripted_runs import Episode, Played, make_run, play
 
-from pytest_libero import cli
 from pytest_libero.evidence.layout import ACTIONS_NAME, REPLAYABLE, stream_name
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes
 from pytest_libero.export.dataset import INSTALL, camera_key, features
@@ -144,15 +143,9 @@ def test_the_features_are_lerobot_s_libero_names_and_the_frame_s_shapes() -> Non
     assert features((images, None), videos=True)[camera_key("agentview")]["dtype"] == "video"
 
 
-def export(*argv: str) -> tuple[int, str, str]:
+def export(*argv: str) -> Said:
     """``pytest-libero export ARGV`` in this process: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(["export", *argv])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+    return cli_runs.in_process(["export", *argv])
 
 
 def test_without_lerobot_one_line_says_how_to_install_it(

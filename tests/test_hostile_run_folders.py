@@ -17,22 +17,20 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
-import traceback
 import tracemalloc
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_runs
 import numpy as np
 import pytest
+from cli_runs import Said
 
 from harness.hostile import Hostile
-from pytest_libero import cli, session
+from pytest_libero import session
 from pytest_libero.audit import verify
 from pytest_libero.audit.verify import installed_versions
 from pytest_libero.catalog.case_id import CaseId
@@ -199,24 +197,11 @@ def stat_tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def command(args: list[str], *, own_process: bool = False,
-            unprivileged: bool = False) -> tuple[int, str, str]:
-    """``pytest-libero ARGS``: exit code, stdout, stderr; in a process of its own (with
-    a timeout: a command that blocks fails the test instead of hanging it) when asked."""
+            unprivileged: bool = False) -> Said:
+    """``pytest-libero ARGS``, in a process of its own when asked."""
     if own_process or unprivileged:
-        drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if unprivileged else []
-        done = subprocess.run([*drop, sys.executable, "-m", "pytest_libero.cli", *args],
-                              capture_output=True, text=True, timeout=TIMEOUT)
-        return done.returncode, done.stdout, done.stderr
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(args)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except Exception:  # what a user would see as a traceback
-            err.write(traceback.format_exc())
-            code = 1
-    return code, out.getvalue(), err.getvalue()
+        return cli_runs.own_process(args, unprivileged=unprivileged, timeout=TIMEOUT)
+    return cli_runs.in_process(args)
 
 
 def one_line(err: str) -> str:

@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import json
 import shutil
 import traceback
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import cli_runs
 import pytest
+from cli_runs import Said
 
 from harness.runs import run_folder, run_pytest, run_records
-from pytest_libero import cli, session
+from pytest_libero import session
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report.allure import AllureEnvironment
 from pytest_libero.report.figures import write_figure
@@ -132,18 +132,9 @@ def tree(root: Path) -> dict[str, str]:
             if p.is_file() else "folder" for p in sorted(root.rglob("*"))}
 
 
-def command(*argv: str) -> tuple[int, str, str]:
+def command(*argv: str) -> Said:
     """``pytest-libero ARGV`` in this process: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except Exception:  # what a user would see as a traceback
-            err.write(traceback.format_exc())
-            code = 1
-    return code, out.getvalue(), err.getvalue()
+    return cli_runs.in_process(argv)
 
 
 @dataclass(frozen=True)

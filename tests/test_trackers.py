@@ -8,22 +8,22 @@ deselected, so no episode runs.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import cli_runs
 import pytest
+from cli_runs import Said
 from mlflow.tracking import MlflowClient
 from scripted_runs import Played, make_run
 
 from harness.servers import free_port
-from pytest_libero import cli, session
+from pytest_libero import session
 from pytest_libero.evidence.renderer import not_measured
 from pytest_libero.export.tracked import COLUMNS, key, tracked_run
 from pytest_libero.results.layout import SUMMARY_NAME, read_summary
@@ -47,14 +47,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Playe
     return make_run(tmp_path_factory.mktemp("run"))
 
 
-def command(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+def command(*argv: str) -> Said:
+    return cli_runs.in_process(argv)
 
 
 # -- what is logged -----------------------------------------------------------------------

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from cli_runs import own_process
 
 from harness.runs import run_pytest
 from pytest_libero.protocol.hashing import array_sha256, sha256_file
@@ -26,16 +24,10 @@ TINY = ["--libero-profile=random", "--libero-budget-mode=decisions", "--libero-m
         "--libero-replan-interval=3"]
 
 
-UNPRIVILEGED = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
-"""Root without its capabilities: file permissions bind it as they bind any user."""
-
-
 def verify(run: Path, *args: str, unprivileged: bool = False) -> tuple[int, str, dict[str, Any]]:
-    done = subprocess.run([*(UNPRIVILEGED if unprivileged else []), sys.executable, "-m",
-                           "pytest_libero.cli", "verify", str(run), *args],
-                          capture_output=True, text=True, timeout=900)
+    code, out, err = own_process(["verify", str(run), *args], unprivileged=unprivileged, timeout=900)
     verdicts = json.loads((run / "verify.json").read_text()) if (run / "verify.json").exists() else {}
-    return done.returncode, done.stdout + done.stderr, verdicts
+    return code, out + err, verdicts
 
 
 @pytest.fixture(scope="module")
