@@ -12,12 +12,14 @@ exist, reused when it does), so a developer installs once.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +61,57 @@ def _text(data: str | bytes | None) -> str:
 def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A venv with lerobot, its torch and this checkout; its python. Built once a
     session: the simulator tests run last (tests/conftest.py), so a module fixture would
-    be built again for the real-case tests, minutes later.
+    be built again for the real-case tests, minutes later. Under xdist the workers share
+    one venv beside their own temporary folders, built by whichever asks first, and the
+    last one done with it removes it.
 
     Fails (never skips) when the package index cannot be reached: these are the tests
     that prove the bridge and the export work with the real lerobot.
     """
     kept = os.environ.get(VENV_VARIABLE)
-    venv = Path(kept) if kept else tmp_path_factory.mktemp("lerobot") / "venv"
+    if kept:
+        yield _ready(Path(kept))
+    elif os.environ.get("PYTEST_XDIST_WORKER") is None:
+        venv = tmp_path_factory.mktemp("lerobot") / "venv"
+        try:
+            yield _ready(venv)
+        finally:
+            shutil.rmtree(venv, ignore_errors=True)
+    else:
+        shared = tmp_path_factory.getbasetemp().parent / "lerobot"
+        shared.mkdir(exist_ok=True)
+        with _locked(shared):
+            python = _ready(shared / "venv")
+            _count(shared, +1)
+        try:
+            yield python
+        finally:
+            with _locked(shared):
+                if _count(shared, -1) == 0:
+                    shutil.rmtree(shared / "venv", ignore_errors=True)
+
+
+@contextmanager
+def _locked(shared: Path) -> Iterator[None]:
+    """The workers' lock on the shared venv (held while one builds it)."""
+    with (shared / "lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _count(shared: Path, change: int) -> int:
+    """How many workers use the shared venv, after ``change``; called under the lock."""
+    users = shared / "users"
+    count = (int(users.read_text()) if users.exists() else 0) + change
+    users.write_text(str(count))
+    return count
+
+
+def _ready(venv: Path) -> Path:
+    """``venv`` with lerobot and this checkout in it, built or completed; its python."""
     python = venv / "bin" / "python"
     started = time.monotonic()
     if not python.exists():
@@ -87,8 +133,4 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 120, "importing lerobot in its venv")
     print(f"lerobot venv {venv} ready in {time.monotonic() - started:.0f} s: {where.stdout.strip()}")
     assert where.stdout.split()[2].startswith(str(ROOT)), where.stdout
-    try:
-        yield python
-    finally:
-        if not kept:
-            shutil.rmtree(venv, ignore_errors=True)
+    return python

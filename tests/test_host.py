@@ -9,7 +9,10 @@ tests/test_prebuild.py, tests/test_kept_environment.py.
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -24,6 +27,7 @@ from pytest_libero.catalog.selection import SelectionRequest
 from pytest_libero.config.plan import RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.episode.host import SimulatorHost
+from pytest_libero.episode.host.launch import SOCKET_PATH_BYTES, SOCKET_SUFFIX_BYTES
 from pytest_libero.episode.record import CaseRecord
 
 LIMITS = Watchdog(build_s=1.5, step_s=1.0, policy_s=1.5, policy_connect_s=5.0,
@@ -287,3 +291,23 @@ def test_a_hung_process_is_killed_within_its_allowance(tmp_path: Path) -> None:
     record = worker.case(FAST.entries[0], None)
     assert record["error"]["cause"] == "simulator_hang"
     assert LIMITS.step_s <= time.monotonic() - t0 < LIMITS.step_s + 3.0
+
+
+def test_a_temporary_folder_too_long_for_the_forkserver_socket_is_one_line(tmp_path: Path) -> None:
+    """multiprocessing binds the forkserver's socket under TMPDIR; past 107 bytes that was
+    an INTERNALERROR ("AF_UNIX path too long") before any case. Now it is a usage error
+    naming the folder and the length that fits, before the simulator is imported."""
+    long = tmp_path / ("d" * (SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES - len(str(tmp_path))))
+    long.mkdir()
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--libero-profile=zero",
+         "--libero-scope=development", "--libero-task-ids=0", f"--libero-results={tmp_path / 'r'}"],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(long)}, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip() == (
+        f"ERROR: the temporary folder {long} is {len(str(long))} bytes long: case processes "
+        "start from a forkserver whose socket lives in it, and a socket path holds at most 107 "
+        "bytes; set TMPDIR to a folder at most 75 bytes long (e.g. /tmp)")
+    assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "r").exists()

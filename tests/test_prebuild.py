@@ -9,8 +9,10 @@ turn, and a Ctrl-C in the middle of an overlap leaves no process of the run behi
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,11 @@ def evidence(folder: Path, case: str) -> tuple[str, str]:
 
 
 def test_a_prebuilt_case_delivers_the_bytes_of_one_built_at_its_turn(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # Not under tmp_path: under xdist that is too long a folder for the forkserver's socket.
+    scratch = Path(tempfile.mkdtemp(prefix="prebuild-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     monkeypatch.setenv("TMPDIR", str(scratch))  # where a set-up done ahead logs until its turn
     for mode in ("on", "off"):
         result = pytester.runpytest_subprocess(*CASES, f"--libero-prebuild={mode}",

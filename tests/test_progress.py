@@ -406,11 +406,13 @@ def test_a_terminal_shows_the_running_case_live_and_ends_clean(tmp_path: Path) -
 def test_under_xdist_the_controller_shows_each_workers_case(tmp_path: Path) -> None:
     temp = tmp_path / "tmp"
     temp.mkdir()
-    run = run_in_pty([*tiny(5, 0, 1), "-n", "2"], tmp_path, columns=160,
+    # 20 controls: long enough that both workers are in their episodes together even on
+    # a loaded machine (at 5, a parallel test suite's load hid every overlap).
+    run = run_in_pty([*tiny(20, 0, 1), "-n", "2"], tmp_path, columns=160,
                      env={"TMPDIR": str(temp)})
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.screen.text
     live = run.live_lines()
-    assert any(re.search(r"gw\d libero_10-0\d \d+/5 ctl, \d+ calls, \d+s \| gw\d libero_10-0\d", line)
+    assert any(re.search(r"gw\d libero_10-0\d \d+/20 ctl, \d+ calls, \d+s \| gw\d libero_10-0\d", line)
                for line in live), live
     screen = run.screen.text
     assert " ctl, " not in screen, screen

@@ -58,6 +58,7 @@ def test_decisions_budget_counters_are_exact(pytester: pytest.Pytester) -> None:
     assert record["counters"] == {
         "policy_calls": 4, "decisions": 3, "executed_controls": 8, "init_controls": 10,
         "stop_signals": 1, "first_success_control": None, "first_success_policy_call": None,
+        "held_controls": 0, "stale_actions": 0,
     }
     assert [(c["horizon"], c["executed"], c["stop"]) for c in record["chunks"]] == [
         (5, 3, False), (0, 0, True), (3, 3, False), (2, 2, False)]
@@ -143,5 +144,7 @@ def test_replayed_actions_succeed_natively(pytester: pytest.Pytester) -> None:
     assert counters["first_success_control"] == 71
     assert counters["first_success_policy_call"] == 15
     assert (counters["executed_controls"], counters["policy_calls"], counters["decisions"]) == (71, 15, 15)
-    assert record["chunks"][-1] == {"call": 15, "horizon": 1, "executed": 1, "stop": False}
+    last = {k: v for k, v in record["chunks"][-1].items() if k != "latency_s"}  # measured
+    assert last == {"call": 15, "horizon": 1, "executed": 1, "stop": False, "sent_at_control": 70,
+                    "usable_at_control": 70, "delay_controls": 0, "first_executed_index": 0}
     assert record["evidence_class"] == "infrastructure"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
@@ -20,11 +21,16 @@ from multiprocessing.process import BaseProcess
 from typing import Protocol
 
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.protocol.errors import SetupError
 
 PRELOAD = ["__main__", "pytest_libero.episode.preload"]
 """What each worker's forkserver imports before it forks case processes: the worker's
 main script (else every case process runs it again, e.g. the ``pytest`` console
 script), then the simulator and the case's own modules."""
+SOCKET_PATH_BYTES = 107
+"""The longest path an AF_UNIX socket is bound to on Linux (108 bytes with the NUL)."""
+SOCKET_SUFFIX_BYTES = len("/pymp-12345678/listener-12345678")
+"""What multiprocessing appends to the temporary folder for the forkserver's socket."""
 WARM_SCENE = "PYTEST_LIBERO_WARM_SCENE"
 """The entry (BDDL and init-state file names) whose scene the forkserver compiles once."""
 
@@ -40,6 +46,13 @@ class Launcher(Protocol):
 def case_forkserver(entry: Entry | None) -> Iterator[ForkServerContext]:
     """The forkserver context case processes start from; if this start launches the
     server, it compiles ``entry``'s scene first (the worker's first case)."""
+    temporary = tempfile.gettempdir()
+    if len(os.fsencode(temporary)) + SOCKET_SUFFIX_BYTES > SOCKET_PATH_BYTES:
+        raise SetupError(
+            f"the temporary folder {temporary} is {len(os.fsencode(temporary))} bytes long: "
+            "case processes start from a forkserver whose socket lives in it, and a socket "
+            f"path holds at most {SOCKET_PATH_BYTES} bytes; set TMPDIR to a folder at most "
+            f"{SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES} bytes long (e.g. /tmp)")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     if entry is not None:  # read only by a start that launches the server
