@@ -297,7 +297,7 @@ def test_a_temporary_folder_too_long_for_the_forkserver_socket_is_one_line(tmp_p
     """multiprocessing binds the forkserver's socket under TMPDIR; past 107 bytes that was
     an INTERNALERROR ("AF_UNIX path too long") before any case. Now it is a usage error
     naming the folder and the length that fits, before the simulator is imported."""
-    long = tmp_path / ("d" * (SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES - len(str(tmp_path))))
+    long = tmp_path / ("d" * max(1, SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES - len(str(tmp_path))))
     long.mkdir()
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     done = subprocess.run(

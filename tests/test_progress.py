@@ -12,8 +12,10 @@ import os
 import pty
 import re
 import select
+import shutil
 import struct
 import subprocess
+import tempfile
 import termios
 import time
 from dataclasses import dataclass, field
@@ -138,7 +140,8 @@ class PtyRun:
 def run_in_pty(args: list[str], cwd: Path, *, columns: int = 150, timeout: float = 240,
                env: dict[str, str] | None = None) -> PtyRun:
     """Run pytest on a pseudo-terminal of the given width and watch its screen."""
-    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER", "COLUMNS")}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("CI", "BUILD_NUMBER", "COLUMNS") and not k.startswith("PYTEST_XDIST")}
     environ.update(TERM="xterm", **(env or {}))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
@@ -403,11 +406,14 @@ def test_a_terminal_shows_the_running_case_live_and_ends_clean(tmp_path: Path) -
 
 
 @pytest.mark.simulator
-def test_under_xdist_the_controller_shows_each_workers_case(tmp_path: Path) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+def test_under_xdist_the_controller_shows_each_workers_case(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Not under tmp_path: under xdist that is too long a folder for the forkserver's socket.
+    temp = Path(tempfile.mkdtemp(prefix="progress-"))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     # 20 controls: long enough that both workers are in their episodes together even on
-    # a loaded machine (at 5, a parallel test suite's load hid every overlap).
+    # a machine loaded by a parallel test suite.
     run = run_in_pty([*tiny(20, 0, 1), "-n", "2"], tmp_path, columns=160,
                      env={"TMPDIR": str(temp)})
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.screen.text
