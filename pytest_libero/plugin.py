@@ -24,6 +24,7 @@ from pytest_libero.config.workers import (
     parse_gpus,
     prefer_worksteal,
 )
+from pytest_libero.conformance.collection import suite_directory, suite_folder
 from pytest_libero.episode.record import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, CaseRecord, record_to_json
 from pytest_libero.export.trackers import TrackerLog
 from pytest_libero.policy.openpi.launcher import LaunchedServer
@@ -56,9 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def conformance_dir() -> Path:
     """The shipped conformance suite; collected when no test path is given."""
-    from pytest_libero import conformance
+    return suite_folder()
 
-    return Path(conformance.__file__).parent
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    return suite_directory(path, parent)
 
 
 @pytest.hookimpl(optionalhook=True)
