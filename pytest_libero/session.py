@@ -28,11 +28,12 @@ from pytest_libero.episode.fingerprint import measure_apart, measure_for_cases
 from pytest_libero.episode.host import SimulatorHost
 from pytest_libero.episode.record import CaseRecord, short_chunk_note
 from pytest_libero.evidence.layout import RECORD_NAME
-from pytest_libero.evidence.renderer import known_renderers
+from pytest_libero.evidence.renderer import known_renderers, unusable
 from pytest_libero.perturb.kinds.environment import room_table
 from pytest_libero.perturb.kinds.semantic import instruction_table
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
+from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import progress as live_progress
 from pytest_libero.results.decider import decided_line
 from pytest_libero.results.decision_summary import decision_line
@@ -90,6 +91,9 @@ def controller_session(settings: Settings, *, collect_only: bool,
         tell_reply_horizon(plan, server)
     renderer = (measure_apart() if under_xdist
                 else measure_for_cases(settings.isolation, plan.entries[0] if plan.entries else None))
+    no_gl = unusable(renderer)
+    if no_gl is not None:  # before the run folder: a machine that cannot render runs nothing
+        raise SetupError(no_gl)
     recorder = Recorder.open(settings, replace(plan, renderer=renderer), server)
     decider = recorder.decider
     if decider is not None and decider.decided and settings.resume is not None:

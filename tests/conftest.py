@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import installs
 import lerobot_venv
 import pytest
 
@@ -23,3 +24,9 @@ def lerobot_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The python of the lerobot venv (tests/lerobot_venv.py), built once a session for
     the bridge's tests and the export's alike."""
     yield from lerobot_venv.build(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> installs.Artifacts:
+    """This checkout's sdist and wheel, built once a session (tests/installs.py)."""
+    return installs.build(tmp_path_factory.mktemp("dist"))

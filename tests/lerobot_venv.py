@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
+from venvs import clean_env, run
 
 ROOT = Path(__file__).resolve().parents[1]
 LEROBOT = "lerobot==0.4.4"  # the newest release that supports Python 3.11
@@ -31,31 +31,6 @@ VENV_VARIABLE = "PYTEST_LIBERO_LEROBOT_VENV"
 BESIDE = ("websockets>=13", "msgpack>=1.0", "pytest>=8.2")
 """What the checkout needs there besides lerobot's own dependencies: the server's wire
 (websockets, msgpack) and, for ``python -m pytest_libero.cli``, pytest."""
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment less what would point the lerobot venv at this one."""
-    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
-
-
-def run(command: list[str], timeout: float, what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` (the lerobot venv's environment unless ``env`` is given); fail the
-    test with its output when it fails or outlasts ``timeout``."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=kwargs.pop("env", clean_env()), **kwargs)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{what} did not finish in {timeout:.0f} s: {' '.join(command)}\n"
-                    f"{_text(exc.stdout)[-3000:]}\n{_text(exc.stderr)[-3000:]}")
-    assert done.returncode == 0, (
-        f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
-        f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
-    return done
-
-
-def _text(data: str | bytes | None) -> str:
-    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

@@ -8,7 +8,7 @@ then reads the *-result.json files it wrote. Records are synthetic but shaped li
 The ``report`` tests render the results as a user does, with ``pytest-libero report``
 (which runs Allure 3), and read the report in headless Chromium: the tree LIBERO ->
 suite -> task, the categories, the case page's video. They skip unless both are
-installed (see ``_allure3``).
+installed (see ``allure_cli.allure3``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from allure_cli import allure3 as find_allure3
 
 from harness.runs import run_pytest
 from pytest_libero.catalog.case_id import CaseId
@@ -49,9 +50,6 @@ from pytest_libero.report.allure_config import ALLURE_ENV
 VIDEO = "evidence/episode.mp4"
 STARTED = round(time.time() - 30, 3)  # an episode that began 30 s ago
 
-# Allure 3 from npm; CI installs it with
-#   npm install --no-audit --no-fund --prefix /tmp/pytest-libero-tools/allure3 allure@3.18.0
-ALLURE3_DEFAULT = Path("/tmp/pytest-libero-tools/allure3/node_modules/.bin/allure")
 
 
 def _record(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
@@ -159,6 +157,7 @@ import json
 from pathlib import Path
 
 import pytest
+from allure_cli import allure3 as find_allure3
 
 from pytest_libero.report.allure import allure_active, report_case, write_environment
 
@@ -195,6 +194,7 @@ def pytest_sessionfinish(session):
 
 TEST_MODULE = """
 import pytest
+from allure_cli import allure3 as find_allure3
 
 
 @pytest.mark.parametrize("libero_entry", {cases!r})
@@ -462,23 +462,6 @@ def test_inactive_without_alluredir(pytester: pytest.Pytester, mp4: Path) -> Non
 # --- the report a person opens --------------------------------------------------------
 
 
-def _allure3() -> str | None:
-    """Allure 3's CLI: $PYTEST_LIBERO_ALLURE, an `allure` 3.x on PATH, or CI's install."""
-    candidates = [os.environ.get(ALLURE_ENV), shutil.which("allure"),
-                  str(ALLURE3_DEFAULT)]
-    for candidate in candidates:
-        if not candidate or not Path(candidate).is_file():
-            continue
-        try:
-            version = subprocess.run([candidate, "--version"], capture_output=True,
-                                     text=True, timeout=60).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if version.startswith("3."):
-            return candidate
-    return None
-
-
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         found = shutil.which(name)
@@ -614,7 +597,7 @@ OPEN_VIDEO = """(async () => {
 @pytest.fixture
 def report_tools() -> tuple[str, str]:
     """Allure 3 and Chromium, or a skip saying how to install them (before any run)."""
-    allure3, chromium = _allure3(), _chromium()
+    allure3, chromium = find_allure3(), _chromium()
     if allure3 is None:
         pytest.skip("no Allure 3 CLI: npm install --prefix /tmp/pytest-libero-tools/allure3 "
                     f"allure@3.18.0 (or set {ALLURE_ENV})")
@@ -742,7 +725,7 @@ def test_report_counts_a_perturbed_case_as_its_own_test_not_a_retry(
 ) -> None:
     """A twin and two perturbed copies of it are three tests in Allure 3, the failing one
     among them (before case ids keyed history, they were one test, "retried")."""
-    allure3 = _allure3()
+    allure3 = find_allure3()
     if allure3 is None:
         pytest.skip("no Allure 3 CLI: npm install --prefix /tmp/pytest-libero-tools/allure3 "
                     f"allure@3.18.0 (or set {ALLURE_ENV})")

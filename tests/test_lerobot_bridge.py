@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lerobot_venv import clean_env, run
+from venvs import clean_env, run
 
 from harness.runs import run_folder, run_records
 from harness.servers import ServerDidNotStart, free_port, serve_argv, serving

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lerobot_venv import clean_env, run
+from venvs import clean_env, run
 
 from harness.runs import run_folder, run_pytest
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes, read_observations

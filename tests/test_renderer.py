@@ -23,6 +23,7 @@ from pytest_libero.evidence.renderer import (
     same,
     scene_sha256,
     standing,
+    unusable,
 )
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import protocol_identity
@@ -92,6 +93,20 @@ def test_descriptions_name_the_stack_or_why_there_is_none() -> None:
     assert describe({**MESA, "sha256": None, "error": "RuntimeError: no EGL\ntrace"}) == (
         "not measured (RuntimeError: no EGL)")
     assert standing(NVIDIA).startswith("not one this package has measured")
+
+
+def test_a_machine_that_cannot_render_is_one_line_naming_the_library() -> None:
+    no_egl = {**MESA, "sha256": None, "error": "ImportError: Cannot initialize a EGL device display."}
+    line = unusable(no_egl)
+    assert line is not None and "MUJOCO_GL=egl" in line and "apt-get install libegl1" in line
+    assert "Cannot initialize a EGL device display" in line and "\n" not in line
+    no_osmesa = {**MESA, "backend": "osmesa", "sha256": None,
+                 "error": "AttributeError: 'NoneType' object has no attribute 'glGetError'"}
+    assert "libosmesa6" in (unusable(no_osmesa) or "")
+    # Rendered, or failed for a reason other than the GL stack: the run goes on.
+    assert unusable(MESA) is None
+    assert unusable({**MESA, "sha256": None, "error": "not measured here"}) is None
+    assert unusable({**MESA, "sha256": None, "error": "ValueError: global name"}) is None
 
 
 def test_the_shipped_table_is_measured_fingerprints_of_this_frame() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import time
@@ -299,6 +300,31 @@ def known(fingerprint: Mapping[str, Any] | None) -> dict[str, Any] | None:
         if same(entry, fingerprint):
             return entry
     return None
+
+
+GL_FAILURE = re.compile(r"\b(EGL|OSMesa|osmesa|GLFW|glfw|libGL|OpenGL|GL context)|'gl[A-Z]\w*'")
+"""What the simulator's import or first render says when no GL context can be made: a
+missing library or driver (PyOpenGL without its platform library has no ``glGetError``),
+not a damaged scene."""
+GL_FIX = {
+    "egl": "libEGL with a driver for it (Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 "
+           "libgl1-mesa-dri for CPU rendering; on a GPU, the NVIDIA driver's EGL)",
+    "osmesa": "OSMesa (Debian/Ubuntu: apt-get install libosmesa6)",
+    "glfw": "a display and GLFW's libraries (DISPLAY set, libglfw3, libgl1)",
+}
+
+
+def unusable(fingerprint: Mapping[str, Any]) -> str | None:
+    """One line when the reference frame failed because this machine cannot make a GL
+    context on the chosen backend (every case would error while rendering); else None."""
+    error = str(fingerprint.get("error") or "")
+    if measured(fingerprint) or not GL_FAILURE.search(error):
+        return None
+    backend = str(fingerprint.get("backend"))
+    needs = GL_FIX.get(backend, f"the libraries MuJoCo's {backend} backend loads")
+    return (f"MuJoCo cannot render with MUJOCO_GL={backend} here, so no case could run "
+            f"({error.splitlines()[0][:300]}): install {needs}, or set MUJOCO_GL to a backend "
+            "this machine has (egl, osmesa or glfw)")
 
 
 def describe(fingerprint: Mapping[str, Any] | None) -> str:

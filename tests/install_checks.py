@@ -1,0 +1,154 @@
+"""What a user does after a plain install, for the wheel and the sdist alike.
+
+A test file subclasses :class:`InstalledProduct` and names its artifact; the class
+installs it once (not editable, into a fresh venv of the tests' own Python) and runs,
+each from an empty folder outside the checkout: the zero smoke, the demo, a perturbed
+case, ``pytest-libero verify`` of that run and ``pytest-libero report`` of the demo's
+Allure results. The demo and the perturbed run trace every file the package opens
+(tests/open_trace.py): each must be listed in the install's RECORD, none may come from
+the checkout, and the files each run needs (the demo's recordings, the perturbations'
+tables) must be among them, so a trace that saw nothing fails.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+from allure_cli import allure3
+from installs import ROOT, Artifacts, Installed, in_work, install, interpreter, traced
+
+from harness.runs import run_folder, run_records
+from pytest_libero.report.allure_config import ALLURE_ENV
+
+SMOKE_CAP = ("--libero-budget-mode=decisions", "--libero-max-policy-calls=1")
+"""The smoke and the perturbed cases stop after one policy call: their proof is that a
+case builds, runs and is scored, not how long it lasts."""
+PERTURBED_CASES = ("libero_10-00", "libero_10-00~environment2", "libero_10-00~semantic2")
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One command run in its own folder, its file opens traced into ``trace``."""
+
+    work: Path
+    done: CompletedProcess[str]
+    trace: Path
+
+    @property
+    def output(self) -> str:
+        return self.done.stdout + self.done.stderr
+
+
+def run_traced(installed: Installed, work: Path, args: list[str], *, timeout: float = 900) -> Ran:
+    """``args`` in ``work`` (made here if need be) with every file opened under the
+    installed package or the checkout logged."""
+    trace = work.parent / f"{work.name}-trace"
+    work.mkdir(parents=True, exist_ok=True)
+    trace.mkdir()
+    done = in_work(installed, work, args, timeout=timeout, PYTEST_LIBERO_OPEN_TRACE=str(trace),
+                   PYTEST_LIBERO_OPEN_WATCH=os.pathsep.join([str(installed.package_dir()), str(ROOT)]))
+    assert "INTERNALERROR" not in done.stdout + done.stderr, done.stdout[-4000:] + done.stderr[-4000:]
+    return Ran(work, done, trace)
+
+
+def assert_opens_only_installed_files(ran: Ran, installed: Installed, needed: set[str]) -> None:
+    """Every file the run opened from the package is in RECORD; none came from the
+    checkout; ``needed`` (paths relative to site-packages) were opened."""
+    package = installed.package_dir().resolve()
+    record = installed.record()
+    opened = list(traced(ran.trace))
+    from_checkout = [str(path) for path in opened if path.is_relative_to(ROOT.resolve())]
+    assert not from_checkout, f"opened from the checkout, not the install: {from_checkout}"
+    site = package.parent
+    # pytest caches its assertion rewrite of a plugin's modules in __pycache__: bytecode
+    # of the package's own code, not a file it reads.
+    relative = {path.relative_to(site).as_posix() for path in opened
+                if path.is_relative_to(package) and "__pycache__" not in path.parts}
+    unlisted = sorted(name for name in relative if name not in record)
+    assert not unlisted, f"opened from the install, not in its RECORD (not in the wheel?): {unlisted}"
+    assert needed <= relative, f"never opened (is the trace working?): {sorted(needed - relative)}"
+
+
+class InstalledProduct:
+    """The product's commands from a plain install of ``artifact`` ("wheel" or "sdist")."""
+
+    artifact = ""
+
+    @pytest.fixture(scope="class")
+    def installed(self, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+        base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
+        assert base is not None
+        done = install(getattr(artifacts, self.artifact), self.venv_folder(tmp_path_factory), base)
+        done.trace_opens()
+        return done
+
+    def venv_folder(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp(self.artifact) / "venv"
+
+    @pytest.fixture(scope="class")
+    def demo(self, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+        """README's first command, as it is written there."""
+        return run_traced(installed, tmp_path_factory.mktemp("demo") / "work",
+                          ["pytest", "--libero-profile=demo", "--alluredir=allure-demo"])
+
+    @pytest.fixture(scope="class")
+    def perturbed(self, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+        """One task beside two generated perturbations of it that read shipped tables."""
+        return run_traced(installed, tmp_path_factory.mktemp("perturbed") / "work", [
+            "-m", "pytest", "--libero-profile=zero", "--libero-scope=task_coverage",
+            "--libero-suite=libero_10", "--libero-task-ids=0",
+            "--libero-perturb=environment:2,semantic:2", *SMOKE_CAP])
+
+    def test_zero_smoke_fails_every_case_natively(self, installed: Installed, tmp_path: Path) -> None:
+        ran = run_traced(installed, tmp_path / "work", ["-m", "pytest", "--libero-profile=zero", *SMOKE_CAP])
+        assert ran.done.returncode == 1, ran.output[-4000:]
+        assert "2 failed" in ran.done.stdout, ran.output[-4000:]
+        records = run_records(run_folder(ran.work / "libero-results", "zero"))
+        assert [(r["case"], r["outcome"]) for r in records] == [
+            ("libero_10-00", "failure"), ("libero_10-01", "failure")], records
+
+    def test_demo_passes_every_case(self, demo: Ran) -> None:
+        assert demo.done.returncode == 0, demo.output[-4000:]
+        assert "5 passed" in demo.done.stdout, demo.output[-4000:]
+        records = run_records(run_folder(demo.work / "libero-results", "demo"))
+        assert sorted(r["outcome"] for r in records) == ["success"] * 5
+
+    def test_demo_opens_only_installed_files(self, demo: Ran, installed: Installed) -> None:
+        needed = {f"pytest_libero/data/{name}" for name in (
+            "libero_catalog.json", "libero_inventory.json", "profiles/demo.toml",
+            "demos/libero_10-00.npy", "demos/libero_10-00.json")}
+        assert_opens_only_installed_files(demo, installed, needed)
+
+    def test_a_perturbed_case_runs(self, perturbed: Ran) -> None:
+        assert perturbed.done.returncode == 1, perturbed.output[-4000:]  # zero fails natively
+        assert "3 failed" in perturbed.done.stdout, perturbed.output[-4000:]
+        records = run_records(run_folder(perturbed.work / "libero-results", "zero"))
+        assert sorted(r["case"] for r in records) == sorted(PERTURBED_CASES)
+        assert {r["outcome"] for r in records} == {"failure"}, records
+
+    def test_a_perturbed_case_opens_only_installed_files(self, perturbed: Ran, installed: Installed) -> None:
+        needed = {f"pytest_libero/data/{name}" for name in (
+            "environment_room.json", "libero_instructions.json", "profiles/zero.toml")}
+        assert_opens_only_installed_files(perturbed, installed, needed)
+
+    def test_verify_reexecutes_the_perturbed_run(self, perturbed: Ran, installed: Installed) -> None:
+        run = run_folder(perturbed.work / "libero-results", "zero")
+        done = in_work(installed, perturbed.work, ["pytest-libero", "verify", str(run)])
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert "3 of 3 cases verified" in done.stdout, done.stdout[-4000:]
+
+    def test_report_renders_the_demo(self, demo: Ran, installed: Installed) -> None:
+        allure = allure3()
+        if allure is None:
+            pytest.skip("no Allure 3 CLI: npm install --prefix /tmp/pytest-libero-tools/allure3 "
+                        f"allure@3.18.0 (or set {ALLURE_ENV})")
+        done = in_work(installed, demo.work, ["pytest-libero", "report", "allure-demo", "-o",
+                                              "allure-report"], **{ALLURE_ENV: allure})
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert (demo.work / "allure-report" / "index.html").is_file(), sorted(demo.work.iterdir())
+        assert "report: " in done.stdout, done.stdout
