@@ -59,15 +59,22 @@ def refused_minors() -> list[str]:
 
 
 def interpreter(minor: str) -> Path | None:
-    """A base interpreter of ``minor`` (e.g. "3.12") on this machine, or None."""
+    """A base interpreter of ``minor`` (e.g. "3.12") on this machine that runs and says
+    it is that version (a pyenv shim on PATH may not), or None."""
+    candidates: list[Path] = []
     if f"{sys.version_info.major}.{sys.version_info.minor}" == minor:
-        return Path(getattr(sys, "_base_executable", sys.executable))
+        candidates.append(Path(getattr(sys, "_base_executable", sys.executable)))
+    candidates += sorted(Path.home().glob(f".pyenv/versions/{minor}.*/bin/python{minor}"),
+                         key=lambda p: [int(n) for n in re.findall(r"\d+", p.parent.parent.name)],
+                         reverse=True)
     on_path = shutil.which(f"python{minor}")
-    if on_path:
-        return Path(on_path)
-    found = sorted(Path.home().glob(f".pyenv/versions/{minor}.*/bin/python{minor}"),
-                   key=lambda p: [int(n) for n in re.findall(r"\d+", p.parent.parent.name)])
-    return found[-1] if found else None
+    candidates += [Path(on_path)] if on_path else []
+    for candidate in candidates:
+        said = subprocess.run([str(candidate), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True, timeout=60, env=clean_env(), check=False)
+        if said.returncode == 0 and said.stdout.strip() == minor:
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,6 @@ VIDEO = "evidence/episode.mp4"
 STARTED = round(time.time() - 30, 3)  # an episode that began 30 s ago
 
 
-
 def _record(case: str, outcome: str, **extra: Any) -> dict[str, Any]:
     case_id = CaseId.parse(case)
     record: dict[str, Any] = {
@@ -157,7 +156,6 @@ import json
 from pathlib import Path
 
 import pytest
-from allure_cli import allure3 as find_allure3
 
 from pytest_libero.report.allure import allure_active, report_case, write_environment
 
@@ -194,7 +192,6 @@ def pytest_sessionfinish(session):
 
 TEST_MODULE = """
 import pytest
-from allure_cli import allure3 as find_allure3
 
 
 @pytest.mark.parametrize("libero_entry", {cases!r})
