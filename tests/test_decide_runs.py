@@ -11,7 +11,6 @@ the usage errors.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,39 +18,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from decided_runs import cases, read, run
 
-from harness.runs import run_folder, run_pytest, run_records
+from harness.runs import run_folder, run_records
 from pytest_libero.config.decide import drawn_order, random_head, running_order
 from pytest_libero.config.decide_scheduling import DecideScheduling, units_of
 from pytest_libero.report.allure import environment_items
 from pytest_libero.results.decider import check_decision
 
 pytest_plugins = ["pytester"]
-
-TESTS = Path(__file__).resolve().parent
-SCRIPTED = ("--libero-profile=zero", "--libero-adapter=decide_adapter:Adapter",
-            "--libero-isolation=none", "--libero-scope=task_coverage", "--libero-suite=libero_90",
-            "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
-            "--libero-replan-interval=1", "--libero-evidence=replayable")
-
-
-def run(where: Path, *args: str, success: str = "",
-        slow: str = "") -> subprocess.CompletedProcess[str]:
-    """pytest with the scripted adapter; ``success``: the task indices that succeed;
-    ``slow``: those that take three seconds."""
-    env = {**os.environ, "LIBERO_FAKE_SUCCESS": success, "LIBERO_FAKE_SLOW": slow,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
-    return run_pytest(["-q", *SCRIPTED, *args], where, env=env, timeout=300)
-
-
-def read(folder: Path, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((folder / name).read_text())
-    return found
-
-
-def cases(ids: range) -> list[str]:
-    return [f"libero_90-{i:02d}" for i in ids]
-
 
 @pytest.fixture(scope="module")
 def exact_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:

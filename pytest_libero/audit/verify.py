@@ -225,15 +225,13 @@ def _chosen(run_dir: Path, read: RunRead, cases: Sequence[str]) -> list[CaseReco
     return [records[c] for c in (cases or list(records))]
 
 
-def recomputed_decision(read: RunRead, say: Callable[[str], None]) -> dict[str, Any] | None:
+def say_decision(decision: dict[str, Any] | None, say: Callable[[str], None]) -> None:
     """A run decided early (``--libero-decide``): its decision recomputed from run.json
-    and results.jsonl, said and compared with the recorded one; None otherwise."""
-    decision = check_decision(read.run, read.records, read.path)
+    and results.jsonl (``check_decision``), said beside the recorded one."""
     if decision is not None:
         agrees = {True: "as recorded", False: f"NOT as recorded ({decision['recorded']})",
                   None: "nothing recorded to compare"}[decision["agrees"]]
         say(f"decision recomputed from the records: {decision['line']} ({agrees})")
-    return decision
 
 
 def verify_run(
@@ -248,6 +246,7 @@ def verify_run(
     registry.load_all(read.kinds)  # the catalog check and the replays know the run's own kinds
     run = read.run
     chosen = _chosen(run_dir, read, cases)
+    decision = check_decision(read.run, read.records, read.path)  # a damaged block: refused now
     refused = simulator_difference(read)
     backend = backend_difference(read)
     started = time.time()
@@ -286,7 +285,7 @@ def verify_run(
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         ordered = list(pool.map(one, chosen))
     counts = {s: sum(v.status == s for v in ordered) for s in (VERIFIED, MISMATCH, NOT_VERIFIABLE)}
-    decision = recomputed_decision(read, say)
+    say_decision(decision, say)
     report = {
         "run_id": run.get("run_id"),
         "protocol_identity": run.get("protocol_identity"),

@@ -23,7 +23,7 @@ from pytest_libero.perturb.kind import LEVELS, Applied, Context, Kind, KindAppli
 from pytest_libero.perturb.kinds import BUILTIN
 from pytest_libero.perturb.paraphrase import ParaphraseApplied
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.text import echo, mentioning
+from pytest_libero.protocol.text import clipped, echo, mentioning
 
 _kinds: dict[str, Kind] = {kind.name: kind for kind in BUILTIN}
 _loaded: dict[str, str] = {}
@@ -85,13 +85,22 @@ def load(spec: str) -> Kind:
     if not sep or not module or not attribute:
         raise SetupError(f"--libero-kind={echo(spec)}: give module:Class, a perturbation "
                          "kind importable where the cases run (docs/architecture.md)")
+    if module.startswith("."):
+        raise SetupError(f"--libero-kind={echo(spec)}: {echo(module)} is a relative module "
+                         "name; give the module's full dotted name")
     try:
         found = getattr(import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise SetupError(f"--libero-kind={echo(spec)}: cannot import it "
                          f"({mentioning(str(exc), module)}); give an "
                          "importable module:Class") from exc
-    made = found() if isinstance(found, type) and issubclass(found, Kind) else found
+    except (Exception, SystemExit) as exc:  # the user's module: whatever it raises is its own
+        raise SetupError(f"--libero-kind={echo(spec)}: importing {echo(module)} raised "
+                         f"{raised(exc)}; fix the module") from None
+    try:
+        made = found() if isinstance(found, type) and issubclass(found, Kind) else found
+    except (Exception, SystemExit) as exc:
+        raise SetupError(f"--libero-kind={echo(spec)}: making the kind raised {raised(exc)}") from None
     if not isinstance(made, Kind):
         raise SetupError(f"--libero-kind={echo(spec)} is a {type(found).__name__}, not a "
                          "pytest_libero.perturb.kind.Kind subclass or instance")
@@ -99,8 +108,16 @@ def load(spec: str) -> Kind:
         register(made)
     except ValueError as exc:
         raise SetupError(f"--libero-kind={echo(spec)}: {mentioning(str(exc), spec)}") from None
+    except (Exception, SystemExit) as exc:
+        raise SetupError(f"--libero-kind={echo(spec)}: reading its name and levels raised "
+                         f"{raised(exc)}") from None
     _loaded[made.name] = spec
     return made
+
+
+def raised(exc: BaseException) -> str:
+    """What a kind of one's own raised, on one line: its type and (clipped) message."""
+    return f"{type(exc).__name__}: {clipped(' '.join(str(exc).split()), 200)}"
 
 
 def load_all(specs: Iterable[str]) -> None:
@@ -146,7 +163,15 @@ def worded(entry: Entry) -> Entry:
     perturbation = entry.perturbation
     if perturbation is None:
         return entry
-    words = kind(perturbation.kind).instruction(str(entry.twin), perturbation.level)
+    try:
+        words = kind(perturbation.kind).instruction(str(entry.twin), perturbation.level)
+    except (Exception, SystemExit) as exc:
+        raise SetupError(f"perturbation kind {perturbation.kind!r}: its instruction() raised "
+                         f"{raised(exc)} for {entry.case_id}") from None
+    if words is not None and not isinstance(words, str):
+        raise SetupError(f"perturbation kind {perturbation.kind!r}: its instruction() gave "
+                         f"{echo(words)} for {entry.case_id}, a {type(words).__name__}; it must "
+                         "return the instruction's text, or None to keep the task's own")
     return entry if words is None else entry.reworded(words)
 
 
@@ -167,7 +192,15 @@ def not_applicable(entry: Entry) -> str | None:
 
 @cache
 def _not_applicable(entry: Entry, name: str, level: int) -> str | None:
-    return kind(name).not_applicable(entry, level)
+    try:
+        found = kind(name).not_applicable(entry, level)
+    except (Exception, SystemExit) as exc:
+        raise SetupError(f"perturbation kind {name!r}: its not_applicable() raised {raised(exc)} "
+                         f"for {entry.case_id}") from None
+    if found is not None and not isinstance(found, str):
+        raise SetupError(f"perturbation kind {name!r}: its not_applicable() gave {echo(found)} for "
+                         f"{entry.case_id}; it must return None or the reason, as text")
+    return found
 
 
 def unproven(entry: Entry, recorded: object) -> str | None:

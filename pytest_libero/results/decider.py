@@ -26,8 +26,9 @@ from pytest_libero.files import json_text, write_json_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.decision import ANYTIME, DecideSpec, Tracker, recompute
 from pytest_libero.results.decision_summary import decision_line, summary_block
-from pytest_libero.results.layout import DAMAGED, DECISION_NAME, SUMMARY_NAME, read_json
+from pytest_libero.results.layout import DAMAGED, DECISION_NAME, RUN_NAME, SUMMARY_NAME, read_json
 from pytest_libero.results.rates import COMPLETED
+from pytest_libero.results.run_reader import shown
 
 
 def decide_spec(decide: DecideSettings, gates: Gates, plan: RunPlan,
@@ -56,8 +57,8 @@ def decide_spec(decide: DecideSettings, gates: Gates, plan: RunPlan,
 
 def decide_key(run: Mapping[str, Any]) -> str:
     """What two folders (or a folder and the command resuming it) must share to be one
-    run: whether it decides early, and then its mode, alpha, seed, margin, gates and the
-    baseline's outcomes, as one line."""
+    run: whether it decides early, and then its mode, alpha, seed, margin, gates, the
+    baseline's outcomes and the orders drawn, as one line."""
     block = run.get("decide")
     if not isinstance(block, Mapping):
         return "none: every case runs"
@@ -65,23 +66,65 @@ def decide_key(run: Mapping[str, Any]) -> str:
     gates = block.get("gates")
     asked = ", ".join(f"{k}={v}" for k, v in sorted(gates.items()) if v is not None) if isinstance(
         gates, Mapping) else repr(gates)
+    orders = json_text([block.get("order"), block.get("running")]).encode()
     return (f"{block.get('mode')}, alpha {block.get('alpha')}, seed {block.get('order_seed')}, "
             f"margin {block.get('margin')}, gates {asked}, baseline outcomes "
-            f"{hashlib.sha256(baseline).hexdigest()[:12]}")
+            f"{hashlib.sha256(baseline).hexdigest()[:12]}, orders "
+            f"{hashlib.sha256(orders).hexdigest()[:12]}")
 
 
-def tracker_of(run: Mapping[str, Any], selected: Sequence[str],
-               records: Sequence[CaseRecord]) -> Tracker | None:
-    """The decision of a run folder recomputed from its run.json and its records in the
-    order given (results.jsonl's); None for a run that decides nothing."""
+def recorded_spec(run: Mapping[str, Any], selected: Sequence[str],
+                  folders: Sequence[Path] = ()) -> DecideSpec | None:
+    """run.json's decide block, read strictly; None for a run that decides nothing. The
+    orders it records are recomputed from its seed and selection and must be those: a run
+    folder never chooses which cases its decision reads first. A folder among
+    ``folders`` that holds a decision while run.json decides nothing is refused."""
     block = run.get("decide")
     if block is None:
+        kept = [str(folder) for folder in folders if (folder / DECISION_NAME).is_file()]
+        if kept:
+            raise SetupError(f"{kept[0]} holds {DECISION_NAME}, but its {RUN_NAME} decides "
+                             f"nothing (decide is null); {DAMAGED}")
         return None
     try:
-        spec = DecideSpec.from_dict(block if isinstance(block, Mapping) else {})
+        spec = DecideSpec.from_dict(block)
     except ValueError as exc:
         raise SetupError(f"{exc}; {DAMAGED}") from None
-    return recompute(spec, selected, records)
+    plan = run.get("plan")
+    mode = plan.get("mode") if isinstance(plan, Mapping) else None
+    problem = order_problem(spec, selected, str(mode))
+    if problem:
+        raise SetupError(f"{RUN_NAME}'s decide block does not read ({problem}); {DAMAGED}")
+    return spec
+
+
+def tracker_of(run: Mapping[str, Any], selected: Sequence[str], records: Sequence[CaseRecord],
+               folders: Sequence[Path] = ()) -> Tracker | None:
+    """The decision of a run folder (:func:`recorded_spec`) recomputed from its records in
+    the order given (results.jsonl's); None for a run that decides nothing."""
+    spec = recorded_spec(run, selected, folders)
+    return None if spec is None else recompute(spec, selected, records)
+
+
+def order_problem(spec: DecideSpec, selected: Sequence[str], mode: str) -> str | None:
+    """How the recorded order or running order differs from what the recorded seed
+    draws from the selection (exact: the native order), or None."""
+    drawn = tuple(selected) if spec.mode != ANYTIME or spec.order_seed is None else drawn_order(
+        selected, spec.order_seed)
+    running = running_order(drawn, selected, mode) if spec.mode == ANYTIME else drawn
+    for name, recorded, expected in (("order", spec.order, drawn),
+                                     ("running", spec.running or spec.order, running)):
+        if recorded == expected:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(recorded, expected)) if a != b),
+                  min(len(recorded), len(expected)))
+        source = (f"the order seed {spec.order_seed} draws from" if spec.mode == ANYTIME
+                  else "the native order of")
+        return (f"{name} is not {source} its {len(expected)} selected cases: "
+                f"{len(recorded)} recorded, first different at position {at + 1} "
+                f"({shown(recorded[at]) if at < len(recorded) else 'none'} where "
+                f"{shown(expected[at]) if at < len(expected) else 'none'} belongs)")
+    return None
 
 
 class Decider:
@@ -120,7 +163,7 @@ def check_decision(run: Mapping[str, Any], records: Sequence[CaseRecord],
     (in its order) beside the one the run recorded (summary.json's, else decision.json's);
     None for a run that decides nothing."""
     plan = run.get("plan") or {}
-    tracker = tracker_of(run, list(plan.get("selection_cases") or []), records)
+    tracker = tracker_of(run, list(plan.get("selection_cases") or []), records, [folder])
     if tracker is None:
         return None
     block = summary_block(tracker)

@@ -21,11 +21,13 @@ The run is decided once a gate fails, or every gate passes. Pure: records in, a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.protocol.text import echo
 from pytest_libero.results.betting import Wealth
 from pytest_libero.results.exact import FAIL, PASS, Exact, baseline_rule, safe_success_rule, success_rule
 from pytest_libero.results.layout import RUN_NAME
@@ -76,31 +78,82 @@ class DecideSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DecideSpec:
-        """The block as run.json holds it (ValueError when it does not read)."""
+        """The block as run.json holds it, every field of its own type and range
+        (ValueError naming the first that is not: nothing is coerced, so a seed of 7.9 is
+        refused, never read as 7)."""
         try:
+            if not isinstance(data, Mapping):
+                raise ValueError(f"it is a {type(data).__name__}, not a table")
             gates = data["gates"]
-            mode = str(data["mode"])
+            if not isinstance(gates, Mapping):
+                raise ValueError(f"gates is a {type(gates).__name__}, not a table")
+            mode = data["mode"]
             if mode not in MODES:
-                raise ValueError(f"mode {mode!r}")
-            order = tuple(str(c) for c in data["order"])
-            running = tuple(str(c) for c in data.get("running") or ())
+                raise ValueError(f"mode is {echo(mode)}; a run writes one of {', '.join(MODES)}")
+            order = _cases(data["order"], "order")
+            running = _cases(data.get("running") or [], "running")
             return cls(mode=mode, order=order, running=() if running == order else running,
-                       alpha=_number(data.get("alpha")), order_seed=_whole(data.get("order_seed")),
-                       margin=float(data.get("margin", 0.05)),
-                       min_success=_number(gates.get("min_success")),
-                       min_safe_success=_number(gates.get("min_safe_success")),
-                       baseline_alpha=_number(gates.get("baseline_alpha")),
-                       baseline={str(k): str(v) for k, v in (data.get("baseline") or {}).items()})
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{RUN_NAME}'s decide block does not read ({exc})") from None
+                       alpha=_level(data.get("alpha"), "alpha", required=mode == ANYTIME),
+                       order_seed=_seed(data.get("order_seed"), required=mode == ANYTIME),
+                       margin=_rate(data.get("margin", 0.05), "margin", required=True) or 0.0,
+                       min_success=_rate(gates.get("min_success"), "gates.min_success"),
+                       min_safe_success=_rate(gates.get("min_safe_success"), "gates.min_safe_success"),
+                       baseline_alpha=_level(gates.get("baseline_alpha"), "gates.baseline_alpha"),
+                       baseline=_outcomes(data.get("baseline")))
+        except (KeyError, ValueError) as exc:
+            said = f"{exc.args[0]} is missing" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"{RUN_NAME}'s decide block does not read ({said})") from None
 
 
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _number(value: Any, name: str) -> float:
+    """A finite JSON number (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} is {echo(value)}, not a finite number")
+    return float(value)
 
 
-def _whole(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _rate(value: Any, name: str, *, required: bool = False) -> float | None:
+    """A threshold or margin: a number in [0, 1], or None where it may be absent."""
+    if value is None and not required:
+        return None
+    number = _number(value, name)
+    if not 0 <= number <= 1:
+        raise ValueError(f"{name} is {echo(value)}, outside [0, 1]")
+    return number
+
+
+def _level(value: Any, name: str, *, required: bool = False) -> float | None:
+    """A significance level: a number in (0, 1), or None where it may be absent."""
+    if value is None and not required:
+        return None
+    number = _number(value, name)
+    if not 0 < number < 1:
+        raise ValueError(f"{name} is {echo(value)}, outside (0, 1)")
+    return number
+
+
+def _seed(value: Any, *, required: bool) -> int | None:
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"order_seed is {echo(value)}, not a whole number")
+    return value
+
+
+def _cases(value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(case, str) for case in value):
+        raise ValueError(f"{name} is not a list of case ids")
+    return tuple(value)
+
+
+def _outcomes(value: Any) -> dict[str, str]:
+    """The baseline's outcome of each case: success or failure."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and v in ("success", "failure") for k, v in value.items()):
+        raise ValueError("baseline is not a table of case ids to success or failure")
+    return dict(value)
 
 
 @dataclass

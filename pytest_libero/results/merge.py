@@ -101,7 +101,7 @@ def merge_runs(folders: Sequence[Path], out: Path | str | None = None) -> Path:
             records[case] = record
             origin[case] = folder
     target = destination(out, folders)
-    decided = tracker_of(first, selected, [r for one in read for r in one.records])
+    decided = tracker_of(first, selected, [r for one in read for r in one.records], folders)
     summary = merged_summary(first, selected, records, target.name, folders, decided)
     try:
         with staged_folder(target) as work:

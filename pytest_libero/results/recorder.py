@@ -32,7 +32,7 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import data_digests
 from pytest_libero.protocol.parameters import SOURCE_PIN
 from pytest_libero.protocol.rendering import headless_rendering
-from pytest_libero.results.decider import Decider, decide_spec
+from pytest_libero.results.decider import Decider, decide_spec, recorded_spec
 from pytest_libero.results.decision import decided_cases
 from pytest_libero.results.decision_summary import summary_block
 from pytest_libero.results.folder import RunFolder
@@ -102,6 +102,10 @@ class Recorder:
                              settings.decide)
         resume = settings.resume
         previous = read_run(resume, "--libero-resume")
+        try:  # its decide block read strictly, its orders recomputed from its own selection
+            recorded_spec(previous.run, previous.run["plan"]["selection_cases"], [resume])
+        except SetupError as exc:
+            raise SetupError(f"--libero-resume={resume}: {exc}") from None
         current = run_identity(plan, "")
         spec = None
         if settings.decide is not None:
