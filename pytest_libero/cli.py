@@ -83,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="verify only this case (repeatable)")
     verify.add_argument("-n", "--jobs", type=int, default=1, metavar="N",
                         help="cases re-executed side by side (default 1)")
+    verify.add_argument("--libero-kind", action="append", default=[], metavar="MODULE:CLASS",
+                        help="a perturbation kind of your own that the run used (repeatable): "
+                        "verify imports only the code you name, never what run.json names")
+    verify.add_argument("--libero-adapter", metavar="MODULE:FACTORY",
+                        help="the benchmark adapter of your own that the run used, likewise")
     safety = commands.add_parser(
         "safety",
         help="recompute the safety verdicts of a run folder from its raw signals",
@@ -189,8 +194,10 @@ def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.jobs < 1:
         parser.exit(2, f"pytest-libero verify: -n must be at least 1, got {args.jobs}\n")
     try:
+        named = [k.strip() for given in args.libero_kind for k in given.split(",") if k.strip()]
         verdicts, written = verify_run(args.run_dir, args.case, jobs=args.jobs,
-                                       say=lambda line: print(line, flush=True))
+                                       say=lambda line: print(line, flush=True),
+                                       code=(*named, *([args.libero_adapter] if args.libero_adapter else [])))
     except SetupError as exc:
         parser.exit(2, f"pytest-libero verify: {exc}\n")
     passed = sum(v.status == "verified" for v in verdicts)

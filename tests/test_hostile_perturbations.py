@@ -157,8 +157,8 @@ def test_a_record_that_does_not_prove_its_perturbation_never_verifies(
     episode.write_text(json.dumps(forged(json.loads(episode.read_text()), FORGERIES[forgery])))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(applied_run.parents[2]), str(ROOT)])}
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
-                           "--case", case], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+                           "--case", case, "--libero-adapter=blind_adapters:Applies"], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode != 0
     assert f"{case} NOT VERIFIABLE: {case} is a camera level 4 case, but " in done.stdout, done.stdout
     assert "a perturbed case verifies only with the perturbation it ran under recorded" in done.stdout

@@ -210,7 +210,12 @@ def test_a_kind_defined_in_a_test_file_runs_beside_its_twin_and_verifies(tmp_pat
     rows = json.loads((run_dir / "summary.json").read_text())["robustness"]
     assert rows["kinds"]["tint"]["paired"]["pairs"] == 1
     assert rows["levels"]["tint"]["2"]["cases"] == 1
-    verified = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir)],
+    unnamed = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir)],
+                             env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert unnamed.returncode == 2 and not (run_dir / "verify.json").exists(), unnamed.stderr
+    assert "rerun with --libero-kind=test_kind_registry:Tint" in unnamed.stderr, unnamed.stderr
+    verified = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
+                               "--libero-kind=test_kind_registry:Tint"],
                               env=env, capture_output=True, text=True, timeout=900, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     verdicts = json.loads((run_dir / "verify.json").read_text())

@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.adapters import BUILT_IN
 from pytest_libero.audit.agreement import (
     Difference,
     bounded,
@@ -50,7 +51,7 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.decider import check_decision
-from pytest_libero.results.layout import RESULTS_NAME, VERIFY_NAME
+from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME, VERIFY_NAME
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import renderer_uses
 from pytest_libero.results.run_reader import RunRead, read_run, shown
@@ -225,6 +226,21 @@ def _chosen(run_dir: Path, read: RunRead, cases: Sequence[str]) -> list[CaseReco
     return [records[c] for c in (cases or list(records))]
 
 
+def refuse_unnamed_code(read: RunRead, named: Sequence[str]) -> None:
+    """A run folder names code (its kinds of one's own, its adapter) that verify would
+    import and run; it is imported only where the user named the same on the command
+    line, and refused by name before any import otherwise: a folder is evidence from
+    elsewhere, never a program."""
+    wanted = [(f"--libero-kind={kind}", kind) for kind in read.kinds]
+    if read.adapter not in BUILT_IN:
+        wanted.append((f"--libero-adapter={read.adapter}", read.adapter))
+    for option, name in wanted:
+        if name not in named:
+            raise SetupError(f"{read.path}: its {RUN_NAME} names code of its own, {shown(name)}, which "
+                             "verify imports only when you name it too: if you trust that module, "
+                             f"rerun with {shown(option)}")
+
+
 def say_decision(decision: dict[str, Any] | None, say: Callable[[str], None]) -> None:
     """A run decided early (``--libero-decide``): its decision recomputed from run.json
     and results.jsonl (``check_decision``), said beside the recorded one."""
@@ -240,13 +256,17 @@ def verify_run(
     *,
     jobs: int = 1,
     say: Callable[[str], None] = print,
+    code: Sequence[str] = (),
 ) -> tuple[list[Verdict], Path]:
-    """Verify the run folder's cases (all, or ``cases``); write verify.json; return both."""
+    """Verify the run folder's cases (all, or ``cases``); write verify.json; return both.
+    ``code``: the kinds and adapter of the user's own that the command named, the only
+    code of run.json's naming that is imported."""
     read = read_run(run_dir)
-    registry.load_all(read.kinds)  # the catalog check and the replays know the run's own kinds
     run = read.run
     chosen = _chosen(run_dir, read, cases)
     decision = check_decision(read.run, read.records, read.path)  # a damaged block: refused now
+    refuse_unnamed_code(read, code)
+    registry.load_all(read.kinds)  # the catalog check and the replays know the run's own kinds
     refused = simulator_difference(read)
     backend = backend_difference(read)
     started = time.time()
