@@ -18,7 +18,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -196,6 +196,29 @@ def unwritable_problem(target: Path) -> str | None:
         tmp.unlink()
     except OSError as exc:
         return exc.strerror or str(exc)
+    return None
+
+
+def new_folder_problem(target: Path) -> str | None:
+    """Why a new folder could not be made at ``target`` (under a regular file, on a
+    filesystem that holds no files, without permission), found before the work that
+    would fill it: a probe folder is made where it would go and removed, with any folder
+    made above it. None when it can be made."""
+    made = [p for p in (target.parent, *target.parent.parents) if not os.path.lexists(p)]
+    above = next(p for p in (target.parent, *target.parent.parents) if os.path.lexists(p))
+    if not above.is_dir():
+        return f"{above} is a file, not a folder"
+    probe = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.probe")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for folder in made:  # deepest first
+            with suppress(OSError):
+                folder.rmdir()
     return None
 
 

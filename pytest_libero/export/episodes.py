@@ -21,7 +21,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import FULL, EvidenceError
 from pytest_libero.evidence.reader import evidence_level, read_actions, read_observation_hashes
 from pytest_libero.export.frames import FramePlan, FrameRuleError, plan_frames
-from pytest_libero.files import CorruptLine
+from pytest_libero.files import CorruptLine, new_folder_problem
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.run_reader import RunRead, read_run, shown
 
@@ -69,6 +69,13 @@ def plan_export(run_dir: Path, out: Path) -> ExportPlan:
     if out.exists() or out.is_symlink():
         raise SetupError(f"{out} exists; lerobot writes a dataset into a new folder only "
                          "(LeRobotDataset.create): name one that does not exist yet")
+    if out.resolve().is_relative_to(run_dir.resolve()):
+        raise SetupError(f"{out} lies inside {run_dir}, the run being exported; an export never "
+                         "writes into the evidence it reads: name a folder outside it")
+    cannot = new_folder_problem(out)
+    if cannot is not None:  # before lerobot loads (seconds) and before anything is read
+        raise SetupError(f"cannot make {out} ({cannot}); name a new folder where this user can "
+                         "write")
     read = read_run(run_dir)
     level = str(read.run["plan"].get("evidence", FULL))
     if level != FULL:
