@@ -24,7 +24,7 @@ from pathlib import Path
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import Refused
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.protocol.text import clipped
+from pytest_libero.protocol.text import clipped, echo
 from pytest_libero.report import allure_config
 from pytest_libero.report.figures import write_figure
 from pytest_libero.report.terminal import summary_lines
@@ -150,12 +150,21 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _log(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.config.options import mlflow_uri_problem, wandb_project_problem
     from pytest_libero.config.settings import Trackers
     from pytest_libero.export.trackers import asked, log_run
 
     targets = asked(Trackers(args.wandb, args.mlflow))
     if not targets:
         parser.exit(2, "pytest-libero log: name a tracker: --wandb PROJECT or --mlflow TRACKING_URI\n")
+    # The rules --libero-wandb and --libero-mlflow apply, before any tracker is imported.
+    wandb_why = None if args.wandb is None else wandb_project_problem(args.wandb)
+    if wandb_why is not None:
+        parser.exit(2, f"pytest-libero log: --wandb={echo(args.wandb)} {wandb_why}; give a W&B "
+                    "project name\n")
+    mlflow_why = None if args.mlflow is None else mlflow_uri_problem(args.mlflow)
+    if mlflow_why is not None:
+        parser.exit(2, f"pytest-libero log: --mlflow={echo(args.mlflow)}: {mlflow_why}\n")
     try:
         logged = log_run(args.run_dir, targets)
     except SetupError as exc:

@@ -10,6 +10,7 @@ turns into a pytest usage error. Every reader quotes a bad value through
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -231,31 +232,68 @@ WANDB_FORBIDDEN = "/\\#?%:"
 """Characters W&B refuses in a project name."""
 
 
+def wandb_project_problem(text: str) -> str | None:
+    """Why W&B would refuse ``text`` as a project name (its own rule), or None."""
+    bad = sorted({c for c in text if c in WANDB_FORBIDDEN})
+    if bad:
+        return f"holds {', '.join(map(repr, bad))}, which W&B refuses in a project name"
+    if len(text) > WANDB_PROJECT_CHARS:
+        return f"is longer than W&B takes ({WANDB_PROJECT_CHARS} characters)"
+    return None
+
+
+def mlflow_uri_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a tracking URI: a part longer than any file system, host
+    name or URL path segment takes in practice; or None."""
+    if any(len(part.encode()) > MAX_NAME_BYTES for part in text.split("/")):
+        return (f"a part of it is longer than {MAX_NAME_BYTES} bytes; give a tracking URI "
+                "(http://host:5000, file:///path, sqlite:///mlflow.db)")
+    return None
+
+
+TRACKER_WAIT_VARIABLE = "PYTEST_LIBERO_TRACKER_WAIT"
+TRACKER_WAIT_S = 120.0
+"""How long a live run's end waits for its trackers by default: W&B waits 90 s for an
+unreachable server, MLflow here at most 2 x 30 s (docs/export.md)."""
+
+
+def tracker_wait(environ: Mapping[str, str]) -> float:
+    """``PYTEST_LIBERO_TRACKER_WAIT``: seconds, positive and finite (a usage error otherwise)."""
+    text = environ.get(TRACKER_WAIT_VARIABLE)
+    if text is None or not text.strip():
+        return TRACKER_WAIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SetupError(f"{TRACKER_WAIT_VARIABLE}={echo(text)} is not a number of seconds above 0; "
+                         f"unset it for the default ({TRACKER_WAIT_S:g} s)")
+    return seconds
+
+
 def wandb_project(config: pytest.Config) -> str | None:
     """``--libero-wandb``, checked by W&B's own rule now: found only when the finished run
     is logged, a bad name would cost the whole run its tracker."""
     value = option_value(config, "wandb")
     if value is None:
         return None
-    text = str(value)
-    bad = sorted({c for c in text if c in WANDB_FORBIDDEN})
-    if len(text) > WANDB_PROJECT_CHARS or bad:
-        why = (f"is longer than W&B takes ({WANDB_PROJECT_CHARS} characters)" if not bad
-               else f"holds {', '.join(map(repr, bad))}, which W&B refuses in a project name")
-        raise SetupError(f"--libero-wandb={echo(text)} {why}; give a W&B project name")
-    return text
+    why = wandb_project_problem(str(value))
+    if why is not None:
+        raise SetupError(f"--libero-wandb={echo(value)} {why}; give a W&B project name")
+    return str(value)
 
 
 def mlflow_uri(config: pytest.Config) -> str | None:
-    """``--libero-mlflow``, refused now when a part of it is longer than any file system,
-    host name or URL path segment takes in practice (the run is logged only at its end)."""
+    """``--libero-mlflow``, refused now when it cannot be a tracking URI (the run is
+    logged only at its end)."""
     value = option_value(config, "mlflow")
-    if value is not None and any(len(part.encode()) > MAX_NAME_BYTES
-                                 for part in str(value).split("/")):
-        raise SetupError(f"--libero-mlflow={echo(value)}: a part of it is longer than "
-                         f"{MAX_NAME_BYTES} bytes; give a tracking URI (http://host:5000, "
-                         "file:///path, sqlite:///mlflow.db)")
-    return None if value is None else str(value)
+    if value is None:
+        return None
+    why = mlflow_uri_problem(str(value))
+    if why is not None:
+        raise SetupError(f"--libero-mlflow={echo(value)}: {why}")
+    return str(value)
 
 
 def _int_option(config: pytest.Config, name: str) -> int | None:

@@ -8,6 +8,7 @@ each xdist worker alike; the hooks and the case runner only look at the result.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pytest_libero.config.options import (
     path_option,
     prebuild,
     run_id,
+    tracker_wait,
     wandb_project,
     watchdog,
 )
@@ -39,6 +41,8 @@ class Trackers:
     """The W&B project."""
     mlflow: str | None = None
     """The MLflow tracking URI."""
+    wait_s: float = 120.0
+    """How long a live run waits for the trackers at its end (``PYTEST_LIBERO_TRACKER_WAIT``)."""
 
 
 @dataclass(frozen=True)
@@ -90,5 +94,5 @@ def read_settings(config: pytest.Config) -> Settings | None:
         results_root=root if root.is_absolute() else config.invocation_params.dir / root,
         resume=Path(resume) if resume else None,
         decide=decide(config, chosen_gates, plan.shard),
-        trackers=Trackers(wandb_project(config), mlflow_uri(config)),
+        trackers=Trackers(wandb_project(config), mlflow_uri(config), tracker_wait(os.environ)),
     )

@@ -10,13 +10,16 @@ and exit code never depend on it.
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
+from pytest_libero.config.options import TRACKER_WAIT_VARIABLE
 from pytest_libero.config.settings import Trackers
 from pytest_libero.export.tracked import TrackedRun, tracked_run
 from pytest_libero.protocol.errors import SetupError
@@ -97,12 +100,51 @@ def log_run(run_dir: Path, targets: dict[str, str]) -> list[Logged]:
     return results
 
 
+def log_run_within(run_dir: Path, targets: dict[str, str], wait_s: float) -> list[Logged]:
+    """:func:`log_run` in a process of its own, stopped after ``wait_s`` seconds: a
+    tracker that accepts a connection and never answers costs a live run at most that
+    (its client's own retries are not bounded by anything of ours)."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_log_child, args=(send, str(run_dir), targets), daemon=True)
+    process.start()
+    send.close()
+    names = " and ".join(f"{TRACKERS[name].name} {target!r}" for name, target in targets.items())
+    retry = " ".join(f"{TRACKERS[name].flag} {target}" for name, target in targets.items())
+    try:
+        if receive.poll(wait_s):
+            return [Logged(ok, line) for ok, line in receive.recv()]
+        why = f"no answer within {wait_s:g} s ({TRACKER_WAIT_VARIABLE} sets the wait)"
+    except (EOFError, OSError):
+        process.join(10)
+        why = f"the logging process died (exit code {process.exitcode})"
+    finally:
+        receive.close()
+        if process.is_alive():
+            process.kill()
+        process.join(10)
+    return [Logged(False, f"pytest-libero: could not log the run to {names}: {why}; try again "
+                          f"later with: pytest-libero log {run_dir} {retry}")]
+
+
+def _log_child(conn: Connection, run_dir: str, targets: dict[str, str]) -> None:
+    """Entry point of the logging process: each tracker's (ok, line)."""
+    try:
+        found = [(logged.ok, logged.line) for logged in log_run(Path(run_dir), targets)]
+    except SetupError as exc:
+        found = [(False, f"pytest-libero: the run was not logged to a tracker: {exc}")]
+    conn.send(found)
+    conn.close()
+
+
 class TrackerLog:
     """The live session's logging, once, on the controller: registered before the
-    recorder, so its session-finish hook runs after the recorder's (summary.json is there)."""
+    recorder, so its session-finish hook runs after the recorder's (summary.json is there).
+    It waits for the trackers at most ``trackers.wait_s``, and says so while it waits."""
 
     def __init__(self, run_dir: Path, trackers: Trackers) -> None:
         self.run_dir = run_dir
+        self.wait_s = trackers.wait_s
         self.targets = asked(trackers)
         for name in list(self.targets):
             absent = missing(name)
@@ -115,10 +157,12 @@ class TrackerLog:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.targets:
             return
+        names = " and ".join(TRACKERS[name].name for name in self.targets)
+        sys.stderr.write(f"pytest-libero: logging the run to {names} (waiting at most "
+                         f"{self.wait_s:g} s; {TRACKER_WAIT_VARIABLE} sets it) ...\n")
+        sys.stderr.flush()
         try:
-            self.lines = [logged.line for logged in log_run(self.run_dir, self.targets)]
-        except SetupError as exc:
-            self.lines = [f"pytest-libero: the run was not logged to a tracker: {exc}"]
+            self.lines = [logged.line for logged in log_run_within(self.run_dir, self.targets, self.wait_s)]
         except Exception as exc:  # noqa: BLE001 - never the session's outcome
             self.lines = [f"pytest-libero: the run was not logged to a tracker "
                           f"({type(exc).__name__}: {clipped(str(exc), 300)})"]
