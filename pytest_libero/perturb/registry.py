@@ -99,6 +99,8 @@ def load(spec: str) -> Kind:
                          f"{raised(exc)}; fix the module") from None
     try:
         made = found() if isinstance(found, type) and issubclass(found, Kind) else found
+    except SetupError:
+        raise
     except (Exception, SystemExit) as exc:
         raise SetupError(f"--libero-kind={echo(spec)}: making the kind raised {raised(exc)}") from None
     if not isinstance(made, Kind):
@@ -165,6 +167,8 @@ def worded(entry: Entry) -> Entry:
         return entry
     try:
         words = kind(perturbation.kind).instruction(str(entry.twin), perturbation.level)
+    except SetupError:
+        raise  # said already, in the words it needs (a damaged installed table, say)
     except (Exception, SystemExit) as exc:
         raise SetupError(f"perturbation kind {perturbation.kind!r}: its instruction() raised "
                          f"{raised(exc)} for {entry.case_id}") from None
@@ -194,6 +198,8 @@ def not_applicable(entry: Entry) -> str | None:
 def _not_applicable(entry: Entry, name: str, level: int) -> str | None:
     try:
         found = kind(name).not_applicable(entry, level)
+    except SetupError:
+        raise
     except (Exception, SystemExit) as exc:
         raise SetupError(f"perturbation kind {name!r}: its not_applicable() raised {raised(exc)} "
                          f"for {entry.case_id}") from None
