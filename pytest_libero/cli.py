@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="cases re-executed side by side (default 1)")
     verify.add_argument("--libero-kind", action="append", default=[], metavar="MODULE:CLASS",
                         help="a perturbation kind of your own that the run used (repeatable): "
-                        "verify imports only the code you name, never what run.json names")
+                        "verify imports only the code you name, never what the run folder names")
     verify.add_argument("--libero-adapter", metavar="MODULE:FACTORY",
                         help="the benchmark adapter of your own that the run used, likewise")
     safety = commands.add_parser(
