@@ -16,6 +16,7 @@ import pytest
 
 from pytest_libero.config.decide import DecideSettings
 from pytest_libero.config.options import (
+    TRACKER_WAIT_S,
     build_plan,
     decide,
     gates,
@@ -41,7 +42,7 @@ class Trackers:
     """The W&B project."""
     mlflow: str | None = None
     """The MLflow tracking URI."""
-    wait_s: float = 120.0
+    wait_s: float = TRACKER_WAIT_S
     """How long a live run waits for the trackers at its end (``PYTEST_LIBERO_TRACKER_WAIT``)."""
 
 
