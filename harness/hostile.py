@@ -60,7 +60,7 @@ class Round:
 
 ROUND_3 = Round(3, MODULES, CLASSES)
 ROUND_4 = Round(4, ("test_hostile_decisions", "test_hostile_kinds", "test_hostile_code",
-                   "test_hostile_export", "test_hostile_trackers"), {
+                   "test_hostile_export", "test_hostile_delays", "test_hostile_trackers"), {
     1: "Damaged decide numbers: every field of the decide block of its own type and range",
     2: "A decision's order is the one its seed draws from its selection",
     3: "A kind of one's own that fails to load is one line, before any case",
@@ -68,10 +68,11 @@ ROUND_4 = Round(4, ("test_hostile_decisions", "test_hostile_kinds", "test_hostil
     5: "A run folder never runs code: verify imports only the code the user names",
     6: "An export never writes into the run it reads",
     7: "An export to a folder that cannot be made is one line, before lerobot loads",
+    8: "A recorded delay is the one the clock's rule gives, checked before re-execution",
     9: "A tracker that never answers costs a live run at most the stated wait",
     10: "`log` checks a tracker's name as the run's option does",
 }, prefix="H")
-"""Issue 49's sweep; its class H8 joins when it is fixed (the issue lists them)."""
+"""Issue 49's sweep."""
 ROUNDS = (ROUND_3, ROUND_4)
 BEGIN, END = ROUND_3.begin, ROUND_3.end
 

@@ -161,6 +161,37 @@ def test_a_registered_kind_joins_the_option_the_table_and_the_identity() -> None
     assert "tint" not in registry.names() and perturb_identity("fast") == shipped
 
 
+class SceneLateApplied(KindApplied):
+    """Delays each reply by what the scene says: it needs a simulator to answer."""
+
+    def __init__(self, kind: Kind, level: int, stage: Any) -> None:
+        super().__init__(kind, level, stage)
+        self.controls = int(stage.env.sim.model.nbody) % 3
+
+    def delay(self, policy_call: int, latency_s: float) -> int:
+        return self.controls
+
+
+class SceneLate(Tint):
+    name = "scenelate"
+    applied = SceneLateApplied
+
+
+def test_a_record_reader_asks_the_kind_for_its_delays_without_a_simulator() -> None:
+    """verify and export check each recorded delay against the kind's own rule
+    (``registry.delay_rule``); a kind that needs the scene to answer says so."""
+    native = load_catalog().entries[0]
+    assert registry.delay_rule(native)(3, 0.5) == 0  # type: ignore[operator]
+    late = registry.delay_rule(registry.perturbed(native, "latency", 3))
+    assert not isinstance(late, str) and [late(n, 0.0) for n in (1, 2)] == [4, 4]
+    with registry.registered(Tint()):  # acts on the scene, never on the clock: 0
+        assert registry.delay_rule(registry.perturbed(native, "tint", 1))(1, 0.0) == 0  # type: ignore[operator]
+    with registry.registered(SceneLate()):
+        said = registry.delay_rule(registry.perturbed(native, "scenelate", 1))
+    assert isinstance(said, str) and "'scenelate' cannot say its delays without a simulator" in said
+    assert "RuntimeError: no simulator here" in said
+
+
 @pytest.mark.parametrize(("spec", "said"), [
     ("no_colon", "give module:Class"),
     ("no_such_module_here:Tint", "cannot import it"),

@@ -34,9 +34,11 @@ from pytest_libero.audit.agreement import (
 from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verdict
 from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.rendering import judged, rendering
+from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.evidence.layout import RECORD_NAME
+from pytest_libero.evidence.layout import ACTIONS_NAME, RECORD_NAME, EvidenceError
+from pytest_libero.evidence.reader import read_actions
 from pytest_libero.evidence.renderer import (
     describe,
     identity,
@@ -45,7 +47,7 @@ from pytest_libero.evidence.renderer import (
     same,
     standing,
 )
-from pytest_libero.files import read_jsonl, tail_of, unwritable_problem, write_json_atomic
+from pytest_libero.files import CorruptLine, read_jsonl, tail_of, unwritable_problem, write_json_atomic
 from pytest_libero.perturb import registry
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import headless_rendering
@@ -184,7 +186,19 @@ def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
         first = altered[0]
         return Verdict(case, MISMATCH, f"{first['field']} does not have its recorded sha256 "
                        f"(recorded {first['recorded']}, found {first['found']})", first)
+    off_clock = clock_problem(read, record, folder.path)
+    if off_clock is not None:
+        return Verdict(case, MISMATCH, off_clock)
     return folder.path
+
+
+def clock_problem(read: RunRead, record: CaseRecord, folder: Path) -> str | None:
+    """Why the case's replies, as its actions.jsonl keeps them, do not stand on the
+    run's clock (``timeline``); read before anything re-executes them."""
+    try:
+        return timeline_problem(record, list(read_actions(folder)), read.clock)
+    except (EvidenceError, CorruptLine, KeyError, TypeError, ValueError) as exc:
+        return f"{folder / ACTIONS_NAME} does not read ({type(exc).__name__}: {clipped(str(exc), 300)})"
 
 
 def check_case(read: RunRead, record: CaseRecord, images: bool) -> Verdict:

@@ -28,6 +28,7 @@ from pytest_libero.evidence.layout import (
 )
 from pytest_libero.files import read_jsonl
 from pytest_libero.protocol.hashing import array_sha256
+from pytest_libero.protocol.text import echo
 
 
 def evidence_level(case_dir: Path | str) -> str:
@@ -194,9 +195,28 @@ def read_actions(case_dir: Path | str) -> Iterator[ChunkRecord]:
         raw = line.get("raw_reply")
         if raw is not None:
             raw = {k: decode_array(v) if isinstance(v, dict) else v for k, v in raw.items()}
+        sent, first, delay = _clock_fields(line)
         yield ChunkRecord(line["call"], actions, line["horizon"], line["executed"],
-                          line["stop"], line["complete"], ran, raw, line.get("sent_at_control"),
-                          line.get("first_executed_index"), int(line.get("delay_controls") or 0))
+                          line["stop"], line["complete"], ran, raw, sent, first, delay)
+
+
+def _clock_fields(line: Mapping[str, Any]) -> tuple[int | None, int | None, int]:
+    """A reply's place on the simulated clock, each a count of controls (or absent, in a
+    line written before the clock): ``sent_at_control``, ``first_executed_index``,
+    ``delay_controls``; ``usable_at_control`` must be the first plus the last."""
+    found: dict[str, int | None] = {}
+    for key in ("sent_at_control", "first_executed_index", "delay_controls", "usable_at_control"):
+        value = line.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise EvidenceError(f"{ACTIONS_NAME}: call {echo(line.get('call'))}'s {key} is "
+                                f"{echo(value)}, not a count of controls")
+        found[key] = value
+    sent, delay = found["sent_at_control"], found["delay_controls"] or 0
+    usable = found["usable_at_control"]
+    if usable is not None and (sent is None or usable != sent + delay):
+        raise EvidenceError(f"{ACTIONS_NAME}: call {echo(line.get('call'))} is usable at control "
+                            f"{usable}, not at its sent_at_control {sent} plus its delay {delay}")
+    return sent, found["first_executed_index"], delay
 
 
 def _require(folder: Path, name: str) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.audit.integrity import altered_files, missing_files
+from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import FULL, EvidenceError
@@ -125,7 +126,11 @@ def _episode(read: RunRead, record: CaseRecord) -> EpisodePlan:
         if level != FULL:
             raise SetupError(_level_refusal(path, level))
         counters: dict[str, Any] = dict(record.get("counters") or {})
-        frames = plan_frames(list(read_observation_hashes(path)), list(read_actions(path)),
+        chunks = list(read_actions(path))
+        off_clock = timeline_problem(record, chunks, read.clock)
+        if off_clock is not None:
+            raise EvidenceError(off_clock)
+        frames = plan_frames(list(read_observation_hashes(path)), chunks,
                              int(counters.get("executed_controls", 0)), counters.get("held_controls"))
     except (EvidenceError, CorruptLine, FrameRuleError, KeyError, TypeError, ValueError) as exc:
         raise SetupError(f"case {shown(case)}: {path} is damaged ({type(exc).__name__}: "

@@ -115,6 +115,24 @@ class Stage(Protocol):
         """Run the settling controls (P4); the last one's images are the first observation."""
 
 
+@dataclass(frozen=True)
+class Unstaged:
+    """A stage with no simulator behind it: what a kind's rules are asked of while a
+    record is read (its replies' delays, say). Anything that needs the scene raises."""
+
+    entry: Entry
+
+    @property
+    def env(self) -> Any:
+        raise RuntimeError("no simulator here: the record is being read, not run")
+
+    def install(self, state: np.ndarray) -> None:
+        raise RuntimeError("no simulator here: the record is being read, not run")
+
+    def settle(self) -> None:
+        raise RuntimeError("no simulator here: the record is being read, not run")
+
+
 class Applied:
     """A perturbation's work on one episode (none at all: a native case).
 

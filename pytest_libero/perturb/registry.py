@@ -11,7 +11,7 @@ moves the perturbed identity, which hashes every kind's levels.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
@@ -19,7 +19,17 @@ from importlib import import_module
 
 from pytest_libero.catalog.case_id import KIND_PATTERN
 from pytest_libero.catalog.entries import PARAPHRASE, Entry
-from pytest_libero.perturb.kind import LEVELS, Applied, Context, Kind, KindApplied, Perturbation, Stage
+from pytest_libero.perturb.kind import (
+    LEVELS,
+    Applied,
+    Context,
+    Kind,
+    KindApplied,
+    Moment,
+    Perturbation,
+    Stage,
+    Unstaged,
+)
 from pytest_libero.perturb.kinds import BUILTIN
 from pytest_libero.perturb.paraphrase import ParaphraseApplied
 from pytest_libero.protocol.errors import SetupError
@@ -238,3 +248,33 @@ def applying(entry: Entry, stage: Stage) -> Applied:
     if entry.ood is not None and entry.ood.kind == PARAPHRASE:
         return ParaphraseApplied(stage)
     return Applied(stage)
+
+
+def delay_rule(entry: Entry) -> Callable[[int, float], int] | str:
+    """How ``entry``'s perturbation delays each reply (``Applied.delay``), asked of its kind
+    with no simulator behind it, for reading a record (verify, export): a function of the
+    call and its latency, or why it cannot be asked. A case whose kind does not act on
+    the controls, or that has no kind, answers every reply at once (0)."""
+    perturbation = entry.perturbation
+    if perturbation is None:
+        return _at_once
+    try:
+        found = kind(perturbation.kind)
+    except ValueError:
+        return (f"its perturbation kind {perturbation.kind!r} is not registered here: name it "
+                "with --libero-kind=module:Class as the run did")
+    if Moment.CONTROL not in found.moments():
+        return _at_once
+    try:
+        applied = found.on(Unstaged(entry), perturbation.level)
+    except (Exception, SystemExit) as exc:
+        return (f"perturbation kind {perturbation.kind!r} cannot say its delays without a "
+                f"simulator ({raised(exc)})")
+
+    def delay(call: int, latency_s: float) -> int:
+        return applied.delay(call, latency_s)
+    return delay
+
+
+def _at_once(call: int, latency_s: float) -> int:
+    return 0

@@ -34,6 +34,7 @@ from pytest_libero.episode.record_check import RECORD_LIMIT, record_problem
 from pytest_libero.evidence.layout import LEVELS, RECORD_NAME
 from pytest_libero.evidence.renderer import fingerprint_problem
 from pytest_libero.files import Refused, folder_name_problem, read_capped
+from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.layout import (
@@ -145,6 +146,8 @@ def _plan_problem(plan_: dict[str, Any]) -> str | None:
         return f"plan.evidence_class is a {type_name(plan_['evidence_class'])}, not text"
     if not isinstance(plan_.get("adapter", ""), str):
         return f"plan.adapter is a {type_name(plan_['adapter'])}, not an adapter name"
+    if plan_.get("clock", SYNCHRONOUS) not in (SYNCHRONOUS, REALTIME):
+        return f"plan.clock is {shown(plan_['clock'])!r}, not {SYNCHRONOUS} or {REALTIME}"
     kinds = plan_.get("kinds", [])
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
         return "plan.kinds is not a list of module:Class names"
@@ -210,6 +213,11 @@ class RunRead:
     def kinds(self) -> tuple[str, ...]:
         """The perturbation kinds of the operator's own the run registered (``--libero-kind``)."""
         return tuple(self.run["plan"].get("kinds", ()))
+
+    @property
+    def clock(self) -> str:
+        """The simulated clock the run's replies stood on (protocol/clock.py)."""
+        return str(self.run["plan"].get("clock", SYNCHRONOUS))
 
     @property
     def installed(self) -> dict[str, str | None]:
