@@ -77,6 +77,10 @@ class FakeEpisode:
     def frame(self) -> np.ndarray:
         return self._image().astype(np.uint8)
 
+    def scene(self) -> dict[str, np.ndarray]:
+        """Every camera's image now (evidence level dataset)."""
+        return {camera: self._image().astype(np.uint8) for camera in CAMERAS}
+
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         return False
 
@@ -137,8 +141,8 @@ def plan_at(level: str, *, adapter: str = ADAPTER, track: str = "rgb+proprio",
 
 
 def test_writer_levels_are_the_plans() -> None:
-    assert LEVELS == EVIDENCE_LEVELS == ("full", "replayable")
-    with pytest.raises(ValueError, match="evidence level must be one of full, replayable"):
+    assert LEVELS == EVIDENCE_LEVELS == ("full", "replayable", "dataset")
+    with pytest.raises(ValueError, match="evidence level must be one of full, replayable, dataset"):
         CaseEvidence(Path("/nonexistent/never-created"), level="hashes")
 
 
@@ -266,8 +270,11 @@ def test_case_record_and_folder_follow_the_plans_level(tmp_path: Path, level: st
     on_disk = json.loads((tmp_path / "case" / RECORD_NAME).read_text())
     assert on_disk["evidence_level"] == level
     assert evidence_level(tmp_path / "case") == level
-    streams = sorted(p.name for p in (tmp_path / "case").glob("*.mkv"))
-    assert streams == (sorted(map(stream_name, CAMERAS)) if level == "full" else [])
+    streams = sorted(p.name for p in (tmp_path / "case").glob("observations.*.mkv"))
+    assert streams == (sorted(map(stream_name, CAMERAS)) if level != "replayable" else [])
+    controls = sorted(p.name for p in (tmp_path / "case").glob("controls.*"))
+    assert controls == (["controls.agentview.mkv", "controls.jsonl", "controls.robot0_eye_in_hand.mkv"]
+                        if level == "dataset" else [])
     hashes = list(read_observation_hashes(tmp_path / "case"))
     assert len(hashes) == 2 and all(h.proprio is not None for h in hashes)
 

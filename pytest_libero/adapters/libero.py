@@ -270,6 +270,16 @@ class LiberoEpisode:
     def frame(self) -> np.ndarray:
         return np.ascontiguousarray(self._obs["agentview_image"][::-1, ::-1])
 
+    def scene(self) -> dict[str, np.ndarray]:
+        """Every camera's image after the last control, rotated as delivered, before any
+        delivery-moment perturbation (evidence level dataset). Only whole with
+        ``render="all"``: a gated camera keeps its last rendered image."""
+        if self.gates:
+            raise EnvironmentFault("every control's images were asked for, but this episode "
+                                   "renders only consumed images (render='consumed')")
+        return {camera: np.ascontiguousarray(self._obs[f"{camera}_image"][::-1, ::-1])
+                for camera in CAMERAS}
+
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         """One control. ``observe_next``: the policy sees the images after it."""
         self.controls += 1

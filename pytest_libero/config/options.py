@@ -86,8 +86,9 @@ OPTIONS = (
     _Option("init-states", "full mode: run only these init states, e.g. 0,17,49 or 0-9 "
             "(the run is labelled partial, never a full result)"),
     _Option("evidence", "what each case folder keeps: full (every delivered observation, "
-            "lossless) or replayable (observation hashes, exact actions, the video); "
-            "default full in fast mode, replayable in full mode"),
+            "lossless), replayable (observation hashes, exact actions, the video) or dataset "
+            "(full, and both cameras at every control, rendering every control: one dataset "
+            "frame per control); default full in fast mode, replayable in full mode"),
     _Option("budget-mode", "horizon (the catalog's per-suite reference horizon) or decisions "
             "(max policy calls x replan interval); default from the profile"),
     _Option("max-policy-calls", "policy-call cap D for budget mode decisions; default from "

@@ -25,8 +25,12 @@ from pytest_libero.protocol.parameters import BUDGET_MODES, TRACKS
 from pytest_libero.protocol.text import echo
 
 RENDER_MODES = ("consumed", "all")
-EVIDENCE_LEVELS = ("full", "replayable")
-"""full: every delivered observation, lossless; replayable: hashes, actions, video."""
+EVIDENCE_LEVELS = ("full", "replayable", "dataset")
+"""full: every delivered observation, lossless; replayable: hashes, actions, video;
+dataset: full, and both cameras' images at every control (evidence/controls.py: the
+writer's ``LEVELS``, the same tuple)."""
+EVERY_CONTROL = "dataset"
+"""The level that renders every camera at every control, to keep each control's images."""
 DEFAULT_EVIDENCE = {"fast": "full", "full": "replayable"}
 POLICY_MARGIN_S = 30.0
 """Beyond a policy's own limits: its client's timeout fires first and names the cause."""
@@ -242,7 +246,7 @@ def make_plan(
         adapter=adapter,
         kinds=kinds,
         clock=_checked_clock(clock, profile, selected),
-        render=render,
+        render="all" if level == EVERY_CONTROL else render,  # every control's images are kept
         video_stride=video_stride,
         evidence=level,
         inapplicable=inapplicable,

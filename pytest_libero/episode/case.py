@@ -31,6 +31,8 @@ from pytest_libero.episode.loop import (
 from pytest_libero.episode.phases import Phase
 from pytest_libero.episode.record import BudgetRecord, CaseRecord, short_chunk_note
 from pytest_libero.episode.setup import Setup, open_episode
+from pytest_libero.evidence.controls import Scene
+from pytest_libero.evidence.layout import DATASET, EvidenceError
 from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.perturb import registry
@@ -78,7 +80,8 @@ def run_case_with_evidence(
         sink = evidence if listener is None else Tee(evidence, listener)
         record = run_case(plan, entry, policy, listener=sink, phase=phase,
                           safety_file=case_dir / SIGNALS_NAME, adapters=adapters,
-                          setup=setup, turn=turn, placement=placement)
+                          setup=setup, turn=turn, placement=placement,
+                          follow=evidence.follow if plan.evidence == DATASET else None)
         if phase is not None:
             phase(Phase.EVIDENCE)
         t0 = time.perf_counter()
@@ -113,6 +116,7 @@ def run_case(
     setup: Setup | None = None,
     turn: float | None = None,
     placement: Placement | None = None,
+    follow: Callable[[Scene], None] | None = None,
 ) -> CaseRecord:
     """Run the entry's episode and return its full record (P9-P11).
 
@@ -123,7 +127,8 @@ def run_case(
     its reset, handing the adapter ``placement``, the case host's answer for the case
     (``catalog/placement.py``). An episode that offers
     ``safety_signals()`` (the libero adapter's monitor) adds the safety verdict and
-    engagement to the record, and its raw signals to ``safety_file``.
+    engagement to the record, and its raw signals to ``safety_file``. ``follow`` is handed
+    the episode's ``scene`` before its first control (evidence level dataset).
     """
     tell = phase or (lambda name: None)
     ahead = setup  # set up before the case's turn (``turn``), in this process
@@ -146,7 +151,7 @@ def run_case(
             tell(Phase.BUILD)
             setup = open_episode(plan, entry, adapters, placement)
         try:
-            result = _drive(plan, entry, policy, setup, turn, listener, tell, timings)
+            result = _drive(plan, entry, policy, setup, turn, listener, tell, timings, follow)
         finally:
             if setup.episode is not None:
                 identity = setup.episode.identity
@@ -174,6 +179,7 @@ def _drive(
     listener: EpisodeListener | None,
     tell: Tell,
     timings: dict[str, float],
+    follow: Callable[[Scene], None] | None = None,
 ) -> EpisodeResult:
     """Run the opened episode; a set-up that failed is the result."""
     episode = setup.episode
@@ -189,6 +195,10 @@ def _drive(
             f"{unapplied}: the adapter {plan.adapter!r} must apply it (perturb/registry.py "
             "applying) and record it in its episode's identity; the case was not run")))
     timings["setup_ahead_s"] = setup_ahead(setup, turn)
+    if follow is not None:
+        unfollowed = _follow(episode, follow, plan.adapter)
+        if unfollowed is not None:
+            return unfollowed
     tell(Phase.EPISODE)
     t0 = time.perf_counter()
     result = run_episode(
@@ -203,6 +213,21 @@ def _drive(
     )
     timings["episode_s"] = round(time.perf_counter() - t0, 3)
     return result
+
+
+def _follow(episode: Any, follow: Callable[[Scene], None], adapter: str) -> EpisodeResult | None:
+    """Hand the evidence the episode's scene (level dataset); an errored result when the
+    adapter's episode has none, or its images cannot be kept."""
+    scene = getattr(episode, "scene", None)
+    try:
+        if not callable(scene):
+            raise EvidenceError(f"--libero-evidence=dataset keeps every control's images, but the "
+                                f"adapter {adapter!r}'s episode has no scene() to give them; run it "
+                                "at evidence level full")
+        follow(scene)
+    except EpisodeError as exc:
+        return EpisodeResult(outcome="errored", error=error_record(exc))
+    return None
 
 
 def delays_of(plan: RunPlan, episode: Any) -> Delays:

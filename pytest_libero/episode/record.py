@@ -117,7 +117,7 @@ class CaseRecord(TypedDict):
     profile: str
     evidence_class: str
     evidence_level: NotRequired[str]
-    """What the case folder keeps (``--libero-evidence``): "full" or "replayable".
+    """What the case folder keeps (``--libero-evidence``): "full", "replayable" or "dataset".
     Absent in records written before evidence levels: read as "full"."""
     track: str
     budget: BudgetRecord

@@ -22,15 +22,24 @@ VIDEO_NAME = "episode.mp4"
 RECORD_NAME = "episode.json"
 """The case record, written beside the evidence by ``episode.case``."""
 
+CONTROLS_NAME = "controls.jsonl"
+"""Level dataset: one line per control, its scene images' sha256 and stream frames."""
+
 FULL = "full"
 REPLAYABLE = "replayable"
-LEVELS = (FULL, REPLAYABLE)
+DATASET = "dataset"
+LEVELS = (FULL, REPLAYABLE, DATASET)
 """What a case folder keeps (``--libero-evidence``, ``RunPlan.evidence``).
 
 full: every delivered observation losslessly (the ``.mkv`` streams, the proprio bytes),
 plus everything replayable keeps. replayable: the sha256 of every delivered image and
 proprio vector, the exact actions, the video; enough to re-execute the episode and
-check every observation against its hash, not to read the observations back."""
+check every observation against its hash, not to read the observations back. dataset:
+everything full keeps, and both cameras' images at every control, delivered or not
+(``controls.jsonl`` and the ``controls.<camera>.mkv`` streams): what a dataset needs
+to have one frame per control."""
+STREAMED = (FULL, DATASET)
+"""The levels that keep the delivered observations themselves."""
 
 CAMERA_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -52,6 +61,11 @@ class EvidenceError(EpisodeError):
 def stream_name(camera: str) -> str:
     """File name of a camera's lossless stream inside the case folder."""
     return f"observations.{camera}.mkv"
+
+
+def control_stream_name(camera: str) -> str:
+    """File name of a camera's lossless stream of every control's image (level dataset)."""
+    return f"controls.{camera}.mkv"
 
 
 def encode_array(array: np.ndarray) -> dict[str, Any]:

@@ -18,10 +18,13 @@ import numpy as np
 from pytest_libero.evidence.ffmpeg import FrameReader
 from pytest_libero.evidence.layout import (
     ACTIONS_NAME,
+    CONTROLS_NAME,
+    DATASET,
     FULL,
     INDEX_NAME,
     RECORD_NAME,
     REPLAYABLE,
+    STREAMED,
     EvidenceError,
     decode_array,
     stream_name,
@@ -32,16 +35,20 @@ from pytest_libero.protocol.text import echo
 
 
 def evidence_level(case_dir: Path | str) -> str:
-    """The level a case folder's evidence was written at: ``full`` or ``replayable``.
+    """The level a case folder's evidence was written at: ``full``, ``replayable`` or
+    ``dataset``.
 
     Read from what the folder holds: an index line whose images carry stream frame
-    numbers (or whose proprio carries its bytes) is full, one without is replayable.
-    Before the first observation line, the case record (``episode.json``) says; a folder
-    with neither, or one written before evidence levels existed, is full.
+    numbers (or whose proprio carries its bytes) is full, or dataset beside a
+    controls.jsonl; one without is replayable. Before the first observation line, the
+    case record (``episode.json``) says; a folder with neither, or one written before
+    evidence levels existed, is full.
     """
     folder = Path(case_dir)
     for line in read_jsonl(_require(folder, INDEX_NAME)):
         level = _line_level(line)
+        if level == FULL and (folder / CONTROLS_NAME).is_file():
+            return DATASET
         if level is not None:
             return level
     try:
@@ -69,7 +76,7 @@ def read_observations(
     """
     folder = Path(case_dir)
     level = evidence_level(folder)
-    if level != FULL:
+    if level not in STREAMED:
         raise EvidenceError(_not_kept(folder, level))
     return _decode(folder, verify)
 

@@ -26,9 +26,10 @@ Evidence levels (``level``, from ``--libero-evidence``): ``full`` writes all of 
 above; ``replayable`` writes no ``.mkv`` streams and no proprio bytes, only the same
 sha256 of every image and proprio vector (and their shapes), the exact actions and the
 video: enough to re-execute the episode and check every observation, not to read it
-back. The hashes are computed the same way at both levels, so they agree byte for
-byte. Both levels check every image the same way (uint8 RGB, a usable camera name), so
-an episode behaves the same whichever level records it.
+back; ``dataset`` writes everything ``full`` does and both cameras' images at every
+control (``evidence/controls.py``). The hashes are computed the same way at every
+level, so they agree byte for byte. Every level checks every image the same way (uint8
+RGB, a usable camera name), so an episode behaves the same whichever level records it.
 
 A crash keeps what was written: the index and action lines are flushed as written,
 and Matroska is readable without its closing index. If the test process dies, ffmpeg
@@ -45,6 +46,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from pytest_libero.evidence.controls import ControlFrames, Scene
 from pytest_libero.evidence.ffmpeg import (
     CAMERA_CODECS,
     DEFAULT_CODEC,
@@ -59,10 +61,12 @@ from pytest_libero.evidence.ffmpeg import (
 from pytest_libero.evidence.layout import (
     ACTIONS_NAME,
     CAMERA_NAME,
+    DATASET,
     FORMAT,
     FULL,
     INDEX_NAME,
     LEVELS,
+    STREAMED,
     VIDEO_NAME,
     EvidenceError,
     encode_array,
@@ -95,7 +99,7 @@ class CaseEvidence:
         self.folder = Path(folder)
         self.video_stride = video_stride
         self.level = level
-        self.lossless = level == FULL
+        self.lossless = level in STREAMED
         """Whether the observations themselves are kept (the streams, proprio bytes)."""
         ffmpeg_exe()
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -107,6 +111,7 @@ class CaseEvidence:
             raise EvidenceError(f"{self.folder} already holds evidence ({exc.filename})") from None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, finish_all, self._procs)
+        self._control_frames = ControlFrames(self.folder, self.fps, self._procs) if level == DATASET else None
         self._streams: dict[str, FrameWriter] = {}
         self._cameras: dict[str, tuple[int, ...]] = {}  # checked once each, at any level
         self._video: FrameWriter | None = None
@@ -125,6 +130,13 @@ class CaseEvidence:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def follow(self, scene: Scene) -> None:
+        """Level dataset: the episode whose every control's images are kept, handed over
+        before its first control (``evidence/controls.py``); other levels keep none."""
+        if self._control_frames is not None:
+            self._require_open()
+            self._control_frames.follow(scene)
 
     # -- EpisodeListener -------------------------------------------------------------
 
@@ -200,6 +212,8 @@ class CaseEvidence:
         self._controls = control
         if control % self.video_stride == 0:
             self._video_write(frame())
+        if self._control_frames is not None:
+            self._control_frames.take(control)
 
     # -- closing ---------------------------------------------------------------------
 
@@ -237,6 +251,8 @@ class CaseEvidence:
                     handle.flush()
                     os.fsync(handle.fileno())
                     handle.close()
+            if self._control_frames is not None:
+                self._control_frames.close()
         finally:
             errors = [e for w in self._writers() if (e := w.close()) is not None]
             kill_all(self._procs)
@@ -248,7 +264,8 @@ class CaseEvidence:
         return self._summary
 
     def _describe(self, errors: list[str], also: Sequence[str] = ()) -> dict[str, Any]:
-        names = [INDEX_NAME, ACTIONS_NAME, *(stream_name(c) for c in self._streams), *also]
+        names = [INDEX_NAME, ACTIONS_NAME, *(stream_name(c) for c in self._streams), *also,
+                 *(self._control_frames.files() if self._control_frames is not None else ())]
         files = {}
         for name in sorted(names + ([VIDEO_NAME] if self._video is not None else [])):
             path = self.folder / name
@@ -277,6 +294,7 @@ class CaseEvidence:
                 },
             },
             "actions": {"path": ACTIONS_NAME, "replies": self._chunks, "executed_controls": self._controls},
+            **({"controls": self._control_frames.describe()} if self._control_frames is not None else {}),
             "video": video,
             "files": files,
             "errors": errors,
@@ -290,6 +308,8 @@ class CaseEvidence:
 
     def _writers(self) -> list[FrameWriter]:
         writers = list(self._streams.values())
+        if self._control_frames is not None:
+            writers += self._control_frames.writers()
         return writers + ([self._video] if self._video is not None else [])
 
     def _codec(self, camera: str) -> str:

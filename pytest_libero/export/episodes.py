@@ -19,7 +19,7 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.evidence.layout import FULL, EvidenceError
+from pytest_libero.evidence.layout import FULL, STREAMED, EvidenceError
 from pytest_libero.evidence.reader import evidence_level, read_actions, read_observation_hashes
 from pytest_libero.export.frames import FramePlan, FrameRuleError, plan_frames
 from pytest_libero.files import CorruptLine, new_folder_problem
@@ -79,7 +79,7 @@ def plan_export(run_dir: Path, out: Path) -> ExportPlan:
                          "write")
     read = read_run(run_dir)
     level = str(read.run["plan"].get("evidence", FULL))
-    if level != FULL:
+    if level not in STREAMED:
         raise SetupError(_level_refusal(run_dir, level))
     order = {case: n for n, case in enumerate(read.run["plan"]["selection_cases"])}
     records = sorted(read.records, key=lambda r: order.get(r["case"], len(order)))
@@ -123,7 +123,7 @@ def _episode(read: RunRead, record: CaseRecord) -> EpisodePlan:
         raise SetupError(f"case {shown(case)}: {broken[0]}; the case folder is damaged: {COPY_CASE}")
     try:
         level = evidence_level(path)
-        if level != FULL:
+        if level not in STREAMED:
             raise SetupError(_level_refusal(path, level))
         counters: dict[str, Any] = dict(record.get("counters") or {})
         chunks = list(read_actions(path))
