@@ -12,12 +12,15 @@ cannot give every control's images errors each case in one line instead.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from cli_runs import in_process
 from decided_runs import run as scripted_run
+from test_verify import rehash
 
 from harness.runs import run_folder, run_pytest
 from pytest_libero.evidence.controls import read_control_frames
@@ -91,11 +94,27 @@ def test_every_control_s_images_are_kept_and_agree_with_the_delivered_ones(runs:
     assert not (case_path(runs["full"], CASE) / "controls.jsonl").exists()
 
 
-def test_a_dataset_level_run_verifies(runs: dict[str, Path]) -> None:
-    from cli_runs import in_process
-
+def test_a_dataset_level_run_verifies_every_control_s_images(runs: dict[str, Path]) -> None:
     code, out, err = in_process(["verify", str(runs["dataset"])])
-    assert code == 0 and f"{CASE} VERIFIED" in out, out + err
+    assert code == 0 and f"{CASE} VERIFIED" in out and "every control's images compared" in out, out + err
+    [verdict] = json.loads((runs["dataset"] / "verify.json").read_text())["cases"]
+    assert verdict["checked"]["control_images"] == 16
+
+
+def test_a_control_image_swapped_with_its_hashes_updated_is_a_mismatch(
+        runs: dict[str, Path], tmp_path: Path) -> None:
+    """Control 7's wrist image replaced by control 6's (its frame and sha256 in
+    controls.jsonl, the file's hash updated in both records): re-execution finds it."""
+    copy = tmp_path / "forged"
+    shutil.copytree(runs["dataset"], copy)
+    index = case_path(copy, CASE) / "controls.jsonl"
+    lines = [json.loads(line) for line in index.read_text().splitlines()]
+    lines[7]["images"]["robot0_eye_in_hand"] = lines[6]["images"]["robot0_eye_in_hand"]
+    index.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rehash(copy, CASE, "controls.jsonl")
+    code, out, err = in_process(["verify", str(copy)])
+    assert code == 1, out + err
+    assert f"{CASE} MISMATCH: robot0_eye_in_hand (every-control image) differs at control 7" in out, out
 
 
 def test_an_adapter_without_every_control_s_images_errors_each_case_in_one_line(tmp_path: Path) -> None:

@@ -52,8 +52,10 @@ def compare(
     replay: Replay,
     *,
     images: bool,
+    recorded_controls: Sequence[dict[str, str]] | None = None,
 ) -> Verdict:
-    """The verdict for one case; ``images`` says whether image hashes are comparable."""
+    """The verdict for one case; ``images`` says whether image hashes are comparable.
+    ``recorded_controls``: every control's image hashes (evidence level dataset)."""
     case = record["case"]
     notes: list[str] = []
     checked: dict[str, Any] = {"deliveries": len(recorded), "controls": replay.executed_controls,
@@ -80,6 +82,10 @@ def compare(
     if len(recorded) != len(replay.deliveries):
         return _mismatch(case, {"call": min(len(recorded), len(replay.deliveries)) + 1},
                          "deliveries", len(recorded), len(replay.deliveries), checked)
+    if recorded_controls is not None:
+        differs = _controls_difference(case, recorded_controls, replay, images, checked)
+        if differs is not None:
+            return differs
     counters = record["counters"]
     for name, value in (("executed_controls", replay.executed_controls),
                         ("first_success_control", replay.first_success_control),
@@ -91,12 +97,31 @@ def compare(
     if record["outcome"] != "errored" and record["outcome"] != native:
         return _mismatch(case, {"outcome": True}, "outcome", record["outcome"], native, checked)
     reason = f"{len(recorded)} deliveries and {replay.executed_controls} controls re-executed"
+    if recorded_controls is not None:
+        reason += f", every control's images {'compared' if images else 'counted'}"
     reason += ", outcome " + (native if record["outcome"] != "errored" else "errored (prefix only)")
     if not images:
         reason += "; images not compared"
     if notes:
         checked["tolerance_notes"] = notes
     return Verdict(case, VERIFIED, reason, None, checked)
+
+
+def _controls_difference(case: str, recorded: Sequence[dict[str, str]], replay: Replay,
+                         images: bool, checked: dict[str, Any]) -> Verdict | None:
+    """Level dataset: every control's images as kept, against the re-executed scene."""
+    done = replay.controls or []
+    checked["control_images"] = len(recorded)
+    if len(recorded) != len(done):
+        return _mismatch(case, {"control": min(len(recorded), len(done))}, "control images",
+                         len(recorded), len(done), checked)
+    if images:
+        for control, (kept, again) in enumerate(zip(recorded, done)):
+            for camera, digest in kept.items():
+                if again.get(camera) != digest:
+                    return _mismatch(case, {"control": control}, f"{camera} (every-control image)",
+                                     digest, again.get(camera), checked)
+    return None
 
 
 def _encoder_gap(recorded: list[float] | None, replayed: list[float] | None) -> float | None:

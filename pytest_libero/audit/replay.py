@@ -18,6 +18,7 @@ from pytest_libero.adapters import load_adapter
 from pytest_libero.adapters.base import Episode
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.layout import CONTROLS_NAME
 from pytest_libero.evidence.reader import ChunkRecord, read_actions
 from pytest_libero.perturb import registry
 from pytest_libero.protocol.clock import OPEN_GRIPPER
@@ -44,6 +45,9 @@ class Replay:
     first_success_control: int | None = None
     first_success_policy_call: int | None = None
     identity: dict[str, object] = field(default_factory=dict)
+    controls: list[dict[str, str]] | None = None
+    """Evidence level dataset: every control's scene images, camera -> sha256 (0: the
+    settled scene); None when the case kept none to compare with."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,13 @@ def _deliver(episode: Episode, call: int, control: int) -> Delivery:
     )
 
 
+def _scene(episode: Episode, replay: Replay) -> None:
+    """Level dataset: the scene's image hashes at this control."""
+    if replay.controls is not None:
+        images = episode.scene()  # type: ignore[attr-defined]
+        replay.controls.append({camera: array_sha256(image) for camera, image in sorted(images.items())})
+
+
 def entry_of(record: CaseRecord) -> Entry:
     """The catalog entry (and full-mode state) the record ran."""
     return Entry.from_dict(record["entry"])
@@ -98,13 +109,15 @@ def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str,
     registry.load_all(kinds)
     cap = record["budget"]["control_cap"]
     adapter = load_adapter(adapter_name)
+    every = (case_dir / CONTROLS_NAME).is_file()  # level dataset: every control's images too
     # A video stride beyond the cap: no frame is rendered for a video nobody writes.
     episode = adapter.open(entry_of(record), track=record["track"], control_cap=cap,
-                           render="consumed", video_stride=cap + 1)
-    replay = Replay(identity=dict(episode.identity))
+                           render="all" if every else "consumed", video_stride=cap + 1)
+    replay = Replay(identity=dict(episode.identity), controls=[] if every else None)
     schedule = Schedule.of(read_actions(case_dir), record["counters"]["executed_controls"])
     try:
         gripper = OPEN_GRIPPER
+        _scene(episode, replay)
         for control in range(schedule.controls + 1):
             for _ in range(schedule.calls_at.get(control, 0)):
                 replay.deliveries.append(_deliver(episode, len(replay.deliveries) + 1, control))
@@ -117,6 +130,7 @@ def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str,
             gripper = float(action[6])
             done = episode.step(action, control + 1 in schedule.calls_at)
             replay.executed_controls += 1
+            _scene(episode, replay)
             if done:
                 replay.first_success_control = replay.executed_controls
                 replay.first_success_policy_call = len(replay.deliveries)

@@ -97,6 +97,7 @@ def verify_case(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence
     """In a fresh process: re-execute one case and compare it with its record."""
     from pytest_libero.audit.compare import compare
     from pytest_libero.audit.replay import replay_case
+    from pytest_libero.evidence.controls import read_control_hashes
     from pytest_libero.evidence.layout import INDEX_NAME, decode_array
     from pytest_libero.evidence.reader import read_observation_hashes
 
@@ -107,8 +108,10 @@ def verify_case(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence
         proprio = line.get("proprio")
         values.append([float(v) for v in decode_array(proprio)]
                       if proprio is not None and "base64" in proprio else None)
+    controls = read_control_hashes(folder)
     replay = replay_case(record, folder, adapter, kinds)
-    return compare(record, recorded, values, replay, images=images).as_dict()
+    return compare(record, recorded, values, replay, images=images,
+                   recorded_controls=controls).as_dict()
 
 
 def _child(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence[str], images: bool,

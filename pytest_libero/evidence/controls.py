@@ -100,6 +100,21 @@ def _codec(camera: str) -> str:
     return CAMERA_CODECS.get(camera, DEFAULT_CODEC)
 
 
+def read_control_hashes(case_dir: Path | str) -> list[dict[str, str]] | None:
+    """Each kept control's image hashes, camera -> sha256, in control order (nothing is
+    decoded); None for a case folder that kept no control images (not level dataset)."""
+    folder = Path(case_dir)
+    if not (folder / CONTROLS_NAME).is_file():
+        return None
+    found = []
+    for n, line in enumerate(read_jsonl(folder / CONTROLS_NAME)):
+        if line.get("control") != n:
+            raise EvidenceError(f"{CONTROLS_NAME}: line {n + 1} is control {line.get('control')!r}, "
+                                f"not {n}")
+        found.append({camera: str(entry["sha256"]) for camera, entry in sorted(line["images"].items())})
+    return found
+
+
 def read_control_frames(case_dir: Path | str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """Yield (control, {camera: image}) for every control a dataset-level case kept,
     decoded and each checked against its recorded sha256 (EvidenceError otherwise)."""
