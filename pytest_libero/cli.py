@@ -117,12 +117,14 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     export = commands.add_parser(
         "export",
         help="write a run folder's evidence as a LeRobot dataset (format v3)",
-        description="One episode per completed case, one frame per delivered observation "
-        "at whose control an action ran, at 20 fps: the two images decoded from the lossless "
-        "streams and checked against their sha256, the proprio vector on the rgb+proprio "
-        "track, the executed action (float32), next.success, next.done and the instruction "
-        "sent. Errored cases are skipped and listed. Needs pytest-libero[lerobot]; "
-        "docs/export.md.",
+        description="One episode per completed case, each frame stamped at its simulated "
+        "time (control / 20 s): a run at --libero-evidence=dataset gives one frame per "
+        "control at 20 fps with the action executed there; any other run one frame per "
+        "decision at 20 / K fps with the K actions executed from it (refused when its "
+        "decisions are not K controls apart). The images are decoded from the lossless "
+        "streams and checked against their sha256; the proprio vector on the rgb+proprio "
+        "track, next.success, next.done and the instruction sent. Errored cases are skipped "
+        "and listed. Needs pytest-libero[lerobot]; docs/export.md.",
     )
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     export.add_argument("--lerobot", type=Path, required=True, metavar="OUT",
@@ -186,6 +188,7 @@ def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.exit(2, f"{exc}\n")
     except SetupError as exc:
         parser.exit(2, f"pytest-libero export: {exc}\n")
+    print(f"layout {plan.layout.name} at {plan.layout.fps} fps: {plan.layout.why}")
     for skipped in plan.skipped:
         print(f"skipped {skipped.case}: {skipped.why}")
     for camera, psnr in written.psnr_db.items():

@@ -56,6 +56,10 @@ class Scene:
     def frame(self) -> np.ndarray:
         return self._image()
 
+    def scene(self) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """Every camera's image now (evidence level dataset), and a proprio vector."""
+        return {camera: self._image() for camera in CAMERAS}, self.rng.standard_normal(9)
+
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         self.controls += 1
         if self.controls == self.fail_at:
@@ -135,8 +139,10 @@ def play(folder: Path, episode: Episode, level: str = FULL) -> Played:
     """Run ``episode`` through the real loop into a case folder, writing its evidence."""
     truth = Truth()
     evidence = CaseEvidence(folder, level=level)
+    scene = Scene(episode.seed, episode.success_at, episode.fail_at)
+    evidence.follow(scene.scene)  # level dataset: every control's images (else nothing)
     result = run_episode(
-        Scene(episode.seed, episode.success_at, episode.fail_at),
+        scene,
         Chunks(episode.horizon, episode.seed + 1, episode.scale, episode.script),
         decisions_budget(episode.calls, episode.replan), StopRule(episode.stop_after),
         init_controls=10, listener=Tee(evidence, truth),

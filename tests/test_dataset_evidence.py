@@ -32,7 +32,7 @@ pytestmark = pytest.mark.simulator
 CASE = "libero_10-00"
 RUN = ["-q", "--libero-profile=random", "--libero-scope=task_coverage", "--libero-suite=libero_10",
        "--libero-task-ids=0", "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
-       "--libero-replan-interval=5"]
+       "--libero-replan-interval=5", "--libero-track=rgb+proprio"]
 VARYING = ("timings", "started_at", "pid", "renders", "evidence", "evidence_level", "evidence_dir", "worker",
            "nodeid")
 """What two runs of one case may differ in: when and where it ran, and what it kept."""
@@ -77,11 +77,13 @@ def test_the_level_changes_nothing_the_policy_was_sent_or_the_episode_did(runs: 
 def test_every_control_s_images_are_kept_and_agree_with_the_delivered_ones(runs: dict[str, Path]) -> None:
     folder = case_path(runs["dataset"], CASE)
     assert evidence_level(folder) == "dataset"
-    controls = dict(read_control_frames(folder))
+    kept = {control: (images, proprio) for control, images, proprio in read_control_frames(folder)}
+    controls = {control: images for control, (images, _) in kept.items()}
     executed = record(runs["dataset"])["counters"]["executed_controls"]
     assert sorted(controls) == list(range(executed + 1)) and executed == 15
     at = {seen.call: seen.executed_controls for seen in read_observation_hashes(folder)}
-    for call, images, _ in read_observations(folder):
+    for call, images, proprio in read_observations(folder):
+        assert proprio is not None and np.array_equal(proprio, kept[at[call]][1])
         assert set(images) == set(controls[at[call]]) == {"agentview", "robot0_eye_in_hand"}
         for camera, image in images.items():
             assert np.array_equal(image, controls[at[call]][camera]), (call, camera)

@@ -77,9 +77,10 @@ class FakeEpisode:
     def frame(self) -> np.ndarray:
         return self._image().astype(np.uint8)
 
-    def scene(self) -> dict[str, np.ndarray]:
-        """Every camera's image now (evidence level dataset)."""
-        return {camera: self._image().astype(np.uint8) for camera in CAMERAS}
+    def scene(self) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """Every camera's image now, and the proprio (evidence level dataset)."""
+        images = {camera: self._image().astype(np.uint8) for camera in CAMERAS}
+        return images, self.rng.standard_normal(9) if self.proprio else None
 
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         return False

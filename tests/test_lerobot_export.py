@@ -1,13 +1,22 @@
-"""A real run exported as a LeRobot dataset in the lerobot venv, loaded back with
-``LeRobotDataset(repo_id, root=OUT)`` and compared with the run's own evidence (issue 43).
+"""Real runs exported as LeRobot datasets in the lerobot venv, loaded back with
+``LeRobotDataset(repo_id, root=OUT)`` and compared with the runs' own evidence (issues 43, 50).
 
-The run is the shipped ``demo`` profile on libero_spatial tasks 0 and 1 with the latency
-perturbation at level 2, on the proprio track, 16 policy calls of 5 controls: task 0
-succeeds (68 controls), its twin under a 2-control delay fails at the call cap with every
-decision-time control a hold, and task 1 and its twin error (no demonstration for them).
+Every frame's timestamp is its simulated time (control / 20 s), in both layouts:
+
+* decision frames: the shipped ``demo`` profile on libero_spatial tasks 0 and 1 with the
+  latency perturbation at level 2, on the proprio track, 16 policy calls of K = 5
+  controls: task 0 succeeds (68 controls), its twin under a 2-control delay fails at the
+  call cap, task 1 and its twin error (no demonstration for them). Exported at 4 fps,
+  each frame's action the 5 actions run from its control (the delayed twin's first two
+  holds). The same demo at K = 1 is one frame per control at 20 fps.
+* every control: the demo's task 0 and its latency twin at ``--libero-evidence=dataset``,
+  one frame per executed control at 20 fps.
+
 The export runs in the session's lerobot venv (tests/lerobot_venv.py) through the real
 command line; what lerobot loads back is compared, frame by frame, with the case folders
-read here: images by their recorded sha256, proprio, executed actions, flags, task text.
+read here: images by their recorded sha256, proprio, executed actions (by hand from
+actions.jsonl), flags, task text, timestamps; and ``delta_timestamps`` on the action
+returns the actions that ran at those simulated times.
 """
 
 from __future__ import annotations
@@ -23,26 +32,36 @@ import pytest
 from venvs import clean_env, run
 
 from harness.runs import run_folder, run_pytest
+from pytest_libero.evidence.controls import read_control_frames
 from pytest_libero.evidence.reader import read_actions, read_observation_hashes, read_observations
 from pytest_libero.results.layout import case_path
 
 ROOT = Path(__file__).resolve().parents[1]
 READ_DATASET = ROOT / "tests" / "tools" / "read_lerobot_dataset.py"
-RUN_ARGS = ("--libero-profile=demo", "--libero-scope=task_coverage", "--libero-suite=libero_spatial",
-            "--libero-task-ids=0,1", "--libero-perturb=latency:2", "--libero-track=rgb+proprio",
-            "--libero-budget-mode=decisions", "--libero-max-policy-calls=16")
+DEMO = ("--libero-profile=demo", "--libero-scope=task_coverage", "--libero-suite=libero_spatial",
+        "--libero-track=rgb+proprio", "--libero-budget-mode=decisions")
+RUN_ARGS = (*DEMO, "--libero-task-ids=0,1", "--libero-perturb=latency:2", "--libero-max-policy-calls=16")
 SUCCESS, DELAYED = "libero_spatial-00", "libero_spatial-00~latency2"
 ERRORED = ("libero_spatial-01", "libero_spatial-01~latency2")
 
 pytestmark = [pytest.mark.lerobot, pytest.mark.install, pytest.mark.simulator]
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("demo-run")
-    done = run_pytest([*RUN_ARGS, f"--libero-results={where / 'results'}"], where, timeout=1200)
+def demo(where: Path, *args: str) -> Path:
+    done = run_pytest([*args, f"--libero-results={where / 'results'}"], where, timeout=1200)
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-2000:]  # a failure, errors
     return run_folder(where / "results", "demo")
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo(tmp_path_factory.mktemp("demo-run"), *RUN_ARGS)
+
+
+@pytest.fixture(scope="module")
+def every_control_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo(tmp_path_factory.mktemp("dataset-run"), *DEMO, "--libero-task-ids=0",
+                "--libero-perturb=latency:2", "--libero-max-policy-calls=16", "--libero-evidence=dataset")
 
 
 def lerobot_home(where: Path) -> dict[str, str]:
@@ -63,46 +82,58 @@ def load(python: Path, repo_id: str, out: Path, *extra: str) -> dict[str, Any]:
     return loaded
 
 
-def expected_action(case_dir: Path, call: int, control: int) -> np.ndarray:
-    """What ran at the control call ``call`` was sent at, read from actions.jsonl by hand:
-    the synchronous demo runs its own chunk's first action there; under the 2-control
-    delay the robot holds there (no motion, the gripper the previous chunk left)."""
-    chunks = {c.call: c for c in read_actions(case_dir)}
-    own = chunks[call]
-    if own.delay_controls == 0:
-        assert own.sent_at_control == control and own.first_executed_index == 0
-        assert own.actions is not None
-        return own.actions[0]
-    hold = np.zeros(7)
-    previous = chunks.get(call - 1)
-    if previous is not None and previous.actions is not None:
-        first = previous.first_executed_index or 0
-        hold[6] = previous.actions[first + previous.executed - 1][6]
-    else:
-        hold[6] = -1.0
-    return hold
+def executed(case_dir: Path, controls: int) -> list[list[float]]:
+    """What ran at each control, read from actions.jsonl by hand: a reply's actions from
+    ``sent_at_control + first_executed_index`` on, one a control; elsewhere the hold (no
+    motion, the last gripper command sent, -1 before any)."""
+    ran: dict[int, tuple[np.ndarray, float]] = {}
+    for chunk in read_actions(case_dir):
+        rows = chunk.executed_actions
+        if rows is None or chunk.actions is None or chunk.sent_at_control is None:
+            continue
+        first = chunk.first_executed_index or 0
+        for i, row in enumerate(rows):
+            ran[chunk.sent_at_control + first + i] = (row, float(chunk.actions[first + i][6]))
+    found, gripper = [], -1.0
+    for control in range(controls):
+        if control in ran:
+            found.append(ran[control][0].astype(np.float32).tolist())
+            gripper = ran[control][1]
+        else:
+            found.append(np.array([0.0] * 6 + [gripper], dtype=np.float32).tolist())
+    return found
 
 
-def check_episode(frames: list[dict[str, Any]], case_dir: Path, success: bool) -> None:
-    """Every frame against the case folder: one per call here (each call's control ran)."""
+def controls_of(run_dir: Path, case: str) -> int:
+    record = json.loads((case_path(run_dir, case) / "episode.json").read_text())
+    return int(record["counters"]["executed_controls"])
+
+
+def check_decision_frames(frames: list[dict[str, Any]], case_dir: Path, controls: int,
+                          success: bool, interval: int) -> None:
+    """Every frame against the case folder: one per call here (each call's control ran),
+    stamped at its control's simulated time, holding the K actions run from there."""
     hashes = list(read_observation_hashes(case_dir))
     proprios = {call: proprio for call, _, proprio in read_observations(case_dir)}
+    ran = executed(case_dir, controls)
     assert [f["call"] for f in frames] == [h.call for h in hashes]
     for number, (frame, seen) in enumerate(zip(frames, hashes, strict=True)):
-        assert frame["frame_index"] == number and frame["timestamp"] == pytest.approx(number / 20)
-        assert frame["control"] == seen.executed_controls
+        control = seen.executed_controls
+        assert frame["frame_index"] == number and frame["control"] == control == number * interval
+        assert frame["timestamp"] == pytest.approx(control / 20, abs=1e-6)
         assert frame["observation.images.image"] == seen.images["agentview"]
         assert frame["observation.images.image2"] == seen.images["robot0_eye_in_hand"]
         proprio = proprios[seen.call]
         assert proprio is not None and frame["observation.state"] == proprio.astype(np.float32).tolist()
-        action = expected_action(case_dir, seen.call, seen.executed_controls)
-        assert frame["action"] == action.astype(np.float32).tolist(), (seen.call, frame["action"])
+        span = ran[control:control + interval]
+        padded = span + [[0.0] * 6 + [span[-1][6]]] * (interval - len(span))
+        assert frame["action"] == padded and frame["actions_ran"] == len(span), (seen.call, frame["action"])
         last = number == len(frames) - 1
         assert (frame["next.done"], frame["next.success"]) == (last, last and success)
         assert frame["task"] == seen.language
 
 
-def test_a_run_exported_as_a_lerobot_dataset_loads_back_as_its_evidence(
+def test_a_run_exported_as_decision_frames_loads_back_at_its_simulated_times(
     demo_run: Path, lerobot_python: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "dataset"
@@ -111,25 +142,30 @@ def test_a_run_exported_as_a_lerobot_dataset_loads_back_as_its_evidence(
         assert f"skipped {case}: errored (policy)" in done.stdout, done.stdout
     repo_id = f"pytest-libero/{demo_run.name}"
     assert done.stdout.strip().endswith(f"as LeRobotDataset {repo_id!r} at {out}; skipped 2 cases")
-    loaded = load(lerobot_python, repo_id, out)
-    assert (loaded["fps"], loaded["codebase_version"], loaded["episodes"]) == (20, "v3.0", 2)
+    loaded = load(lerobot_python, repo_id, out, "--delta-action", "0,0.25")
+    assert (loaded["fps"], loaded["codebase_version"], loaded["episodes"]) == (4, "v3.0", 2)
     assert loaded["features"]["observation.images.image"] == {"dtype": "image", "shape": [256, 256, 3]}
     assert loaded["features"]["observation.state"] == {"dtype": "float32", "shape": [9]}
-    assert loaded["features"]["action"] == {"dtype": "float32", "shape": [7]}
+    assert loaded["features"]["action"] == {"dtype": "float32", "shape": [5, 7]}
     records = {json.loads(line)["case"]: json.loads(line)
                for line in (demo_run / "results.jsonl").read_text().splitlines()}
     for number, case in enumerate((SUCCESS, DELAYED)):
         frames = [f for f in loaded["frames"] if f["episode_index"] == number]
-        check_episode(frames, case_path(demo_run, case), success=case == SUCCESS)
+        check_decision_frames(frames, case_path(demo_run, case), controls_of(demo_run, case),
+                              success=case == SUCCESS, interval=5)
         assert {f["task"] for f in frames} == {records[case]["entry"]["language"]}
+        for frame, after in zip(frames, frames[1:]):  # delta_timestamps: now and 0.25 s later
+            assert frame["delta"]["action"] == [frame["action"], after["action"]]
+        assert frames[-1]["delta"]["action_is_pad"] == [False, True]
     delayed = [f for f in loaded["frames"] if f["episode_index"] == 1]
-    assert all(f["action"][:6] == [0.0] * 6 for f in delayed)  # every frame a hold
+    assert all(a[:6] == [0.0] * 6 for f in delayed for a in f["action"][:2])  # the delay's holds
     meta = json.loads((out / "meta" / "pytest_libero.json").read_text())
     assert [(e["case"], e["outcome"], e["cause"], e["perturbation"]) for e in meta["episodes"]] == [
         (SUCCESS, "success", "success", None),
         (DELAYED, "failure", "policy_call_cap", {"kind": "latency", "level": 2, "source": "generated"})]
     assert {e["run_id"] for e in meta["episodes"]} == {demo_run.name}
-    assert meta["episodes"][1]["held_frames"] == len(delayed)
+    assert meta["layout"]["name"] == "decisions" and meta["layout"]["actions_per_frame"] == 5
+    assert meta["episodes"][1]["held_actions"] == 2 * len(delayed)
     assert [s["case"] for s in meta["skipped"]] == list(ERRORED)
 
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file()}
@@ -139,6 +175,49 @@ def test_a_run_exported_as_a_lerobot_dataset_loads_back_as_its_evidence(
     assert again.returncode == 2 and again.stderr.startswith(f"pytest-libero export: {out} exists"), (
         again.stdout + again.stderr)
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_replan_interval_of_1_is_one_frame_per_control(lerobot_python: Path, tmp_path: Path) -> None:
+    run_dir = demo(tmp_path, *DEMO, "--libero-task-ids=0", "--libero-max-policy-calls=12",
+                   "--libero-replan-interval=1")
+    out = tmp_path / "k1"
+    export(lerobot_python, run_dir, out, "--repo-id", "local/k1")
+    loaded = load(lerobot_python, "local/k1", out)
+    assert loaded["fps"] == 20 and loaded["features"]["action"]["shape"] == [1, 7]
+    check_decision_frames(loaded["frames"], case_path(run_dir, SUCCESS), controls_of(run_dir, SUCCESS),
+                          success=False, interval=1)
+    assert len(loaded["frames"]) == 12
+
+
+def test_a_run_that_kept_every_control_is_one_frame_per_control_at_its_time(
+    every_control_run: Path, lerobot_python: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "every"
+    export(lerobot_python, every_control_run, out, "--repo-id", "local/every")
+    loaded = load(lerobot_python, "local/every", out, "--delta-action", "0,0.05,0.1,0.15,0.2")
+    assert (loaded["fps"], loaded["episodes"]) == (20, 2)
+    assert loaded["features"]["action"] == {"dtype": "float32", "shape": [7]}
+    for number, case in enumerate((SUCCESS, DELAYED)):
+        folder = case_path(every_control_run, case)
+        controls = controls_of(every_control_run, case)
+        frames = [f for f in loaded["frames"] if f["episode_index"] == number]
+        kept = {control: (images, proprio) for control, images, proprio in read_control_frames(folder)}
+        ran = executed(folder, controls)
+        assert len(frames) == controls == len(kept) - 1
+        for control, frame in enumerate(frames):
+            images, proprio = kept[control]
+            assert frame["control"] == frame["frame_index"] == control
+            assert frame["timestamp"] == pytest.approx(control / 20, abs=1e-6)
+            agentview = hashlib.sha256(images["agentview"].tobytes()).hexdigest()
+            assert frame["observation.images.image"] == agentview
+            assert proprio is not None and frame["observation.state"] == proprio.astype(np.float32).tolist()
+            assert frame["action"] == ran[control]
+            wanted = ran[control:control + 5]  # delta_timestamps: the next 5 controls' actions
+            assert frame["delta"]["action"][:len(wanted)] == wanted
+            assert frame["delta"]["action_is_pad"] == [i >= len(wanted) for i in range(5)]
+        assert frames[-1]["next.success"] == (case == SUCCESS)
+    meta = json.loads((out / "meta" / "pytest_libero.json").read_text())
+    assert meta["layout"]["name"] == "every_control" and meta["fps"] == 20
 
 
 def test_videos_are_lerobot_s_encoding_with_their_psnr_printed(
@@ -159,3 +238,4 @@ def test_videos_are_lerobot_s_encoding_with_their_psnr_printed(
     assert meta["videos"] is True and set(meta["psnr_db"]) == {"agentview", "robot0_eye_in_hand"}
     episodes = {f["episode_index"] for f in loaded["frames"]}
     assert episodes == {0, 1} and len(loaded["frames"]) == sum(e["frames"] for e in meta["episodes"])
+    assert loaded["fps"] == 4

@@ -250,15 +250,10 @@ class LiberoEpisode:
             camera: np.ascontiguousarray(obs[f"{camera}_image"][::-1, ::-1]) for camera in CAMERAS
         }
         images = self._perturbation.deliver(images, policy_calls)  # copies; the simulator's stay
-        proprio = None
-        if self.track == "rgb+proprio":
-            proprio = np.concatenate(
-                [obs["robot0_joint_pos"], obs["robot0_gripper_qpos"]]
-            ).astype(np.float64)
         return Observation(
             language=self.entry.language,
             images=images,
-            proprio=proprio,
+            proprio=self._proprio(),
             policy_calls=policy_calls,
             executed_controls=executed_controls,
         )
@@ -270,15 +265,24 @@ class LiberoEpisode:
     def frame(self) -> np.ndarray:
         return np.ascontiguousarray(self._obs["agentview_image"][::-1, ::-1])
 
-    def scene(self) -> dict[str, np.ndarray]:
+    def scene(self) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """Every camera's image after the last control, rotated as delivered, before any
-        delivery-moment perturbation (evidence level dataset). Only whole with
-        ``render="all"``: a gated camera keeps its last rendered image."""
+        delivery-moment perturbation, and the proprio vector on the rgb+proprio track
+        (evidence level dataset). Only whole with ``render="all"``: a gated camera keeps
+        its last rendered image."""
         if self.gates:
             raise EnvironmentFault("every control's images were asked for, but this episode "
                                    "renders only consumed images (render='consumed')")
-        return {camera: np.ascontiguousarray(self._obs[f"{camera}_image"][::-1, ::-1])
-                for camera in CAMERAS}
+        images = {camera: np.ascontiguousarray(self._obs[f"{camera}_image"][::-1, ::-1])
+                  for camera in CAMERAS}
+        return images, self._proprio()
+
+    def _proprio(self) -> np.ndarray | None:
+        """7 joint positions and 2 gripper encoders on the rgb+proprio track, else None."""
+        if self.track != "rgb+proprio":
+            return None
+        obs = self._obs
+        return np.concatenate([obs["robot0_joint_pos"], obs["robot0_gripper_qpos"]]).astype(np.float64)
 
     def step(self, action: np.ndarray, observe_next: bool = True) -> bool:
         """One control. ``observe_next``: the policy sees the images after it."""

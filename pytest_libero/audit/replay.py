@@ -93,7 +93,7 @@ def _deliver(episode: Episode, call: int, control: int) -> Delivery:
 def _scene(episode: Episode, replay: Replay) -> None:
     """Level dataset: the scene's image hashes at this control."""
     if replay.controls is not None:
-        images = episode.scene()  # type: ignore[attr-defined]
+        images, _ = episode.scene()  # type: ignore[attr-defined]
         replay.controls.append({camera: array_sha256(image) for camera, image in sorted(images.items())})
 
 

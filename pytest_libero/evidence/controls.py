@@ -29,12 +29,20 @@ from pytest_libero.evidence.ffmpeg import (
     FrameReader,
     FrameWriter,
 )
-from pytest_libero.evidence.layout import CAMERA_NAME, CONTROLS_NAME, EvidenceError, control_stream_name
+from pytest_libero.evidence.layout import (
+    CAMERA_NAME,
+    CONTROLS_NAME,
+    EvidenceError,
+    control_stream_name,
+    decode_array,
+    encode_array,
+)
 from pytest_libero.files import json_text, read_jsonl
 from pytest_libero.protocol.hashing import array_sha256
 
-Scene = Callable[[], Mapping[str, np.ndarray]]
-"""The episode's camera images after the last control (``Episode.scene``)."""
+Scene = Callable[[], tuple[Mapping[str, np.ndarray], np.ndarray | None]]
+"""The episode's camera images after the last control, and its proprio vector on the
+rgb+proprio track (None on rgb): ``Episode.scene``."""
 
 
 class ControlFrames:
@@ -58,8 +66,9 @@ class ControlFrames:
         if self._scene is None:
             raise EvidenceError(f"{self.folder}: evidence level dataset keeps every control's "
                                 "images, but the episode's scene was never handed to it")
+        scene, proprio = self._scene()
         images: dict[str, Any] = {}
-        for camera, image in sorted(self._scene().items()):
+        for camera, image in sorted(scene.items()):
             if not CAMERA_NAME.match(camera):
                 raise EvidenceError(f"camera name {camera!r} cannot name a file")
             if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
@@ -67,7 +76,9 @@ class ControlFrames:
                                     "only uint8 (H, W, 3) RGB is stored")
             images[camera] = {"sha256": array_sha256(image), "shape": list(image.shape),
                               "frame": self._stream(camera, image).write(image)}
-        self._index.write(json_text({"control": control, "images": images}, separators=(",", ":")) + "\n")
+        line = {"control": control, "images": images,
+                "proprio": None if proprio is None else encode_array(proprio)}
+        self._index.write(json_text(line, separators=(",", ":")) + "\n")
         self._index.flush()
         self.controls = control + 1
 
@@ -115,9 +126,11 @@ def read_control_hashes(case_dir: Path | str) -> list[dict[str, str]] | None:
     return found
 
 
-def read_control_frames(case_dir: Path | str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """Yield (control, {camera: image}) for every control a dataset-level case kept,
-    decoded and each checked against its recorded sha256 (EvidenceError otherwise)."""
+def read_control_frames(
+    case_dir: Path | str,
+) -> Iterator[tuple[int, dict[str, np.ndarray], np.ndarray | None]]:
+    """Yield (control, {camera: image}, proprio) for every control a dataset-level case
+    kept, decoded and each checked against its recorded sha256 (EvidenceError otherwise)."""
     folder = Path(case_dir)
     if not (folder / CONTROLS_NAME).is_file():
         raise EvidenceError(f"{folder} has no {CONTROLS_NAME}: its case was not run at evidence "
@@ -136,7 +149,11 @@ def read_control_frames(case_dir: Path | str) -> Iterator[tuple[int, dict[str, n
                     raise EvidenceError(f"{control_stream_name(camera)}: frame {entry['frame']} "
                                         f"(control {line['control']}) does not decode to its recorded sha256")
                 images[camera] = image
-            yield int(line["control"]), images
+            proprio = None if line.get("proprio") is None else decode_array(line["proprio"])
+            if proprio is not None and array_sha256(proprio) != line["proprio"]["sha256"]:
+                raise EvidenceError(f"{CONTROLS_NAME}: the proprio of control {line['control']} "
+                                    "does not match its hash")
+            yield int(line["control"]), images, proprio
     finally:
         for reader in readers.values():
             reader.close()

@@ -21,15 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.evidence.controls import read_control_frames
 from pytest_libero.evidence.layout import EvidenceError
 from pytest_libero.evidence.reader import read_observations
-from pytest_libero.export.episodes import COPY_CASE, EpisodePlan, ExportPlan, episode_metadata
+from pytest_libero.export.episodes import COPY_CASE, EpisodePlan, ExportPlan, Layout, episode_metadata
 from pytest_libero.files import write_json_atomic
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 
 INSTALL = "pytest-libero export --lerobot needs lerobot: pip install 'pytest-libero[lerobot]'"
-FORMAT = "pytest-libero-lerobot-export/1"
+FORMAT = "pytest-libero-lerobot-export/2"
+"""2: frames at their simulated time (a layout per run); 1 put decision frames 1/20 s apart."""
 METADATA_PATH = Path("meta") / "pytest_libero.json"
 """Beside lerobot's own files: the run, each episode's case and the skipped cases."""
 CAMERA_KEYS = {"agentview": "observation.images.image",
@@ -71,8 +73,10 @@ def _lerobot() -> Any:
     return LeRobotDataset
 
 
-def features(first: tuple[dict[str, np.ndarray], np.ndarray | None], videos: bool) -> dict[str, Any]:
-    """The dataset's features, from the first frame's images and proprio."""
+def features(first: tuple[dict[str, np.ndarray], np.ndarray | None], videos: bool,
+             layout: Layout) -> dict[str, Any]:
+    """The dataset's features, from the first frame's images and proprio: one action a
+    frame, or in the decisions layout the K actions run from it and how many ran."""
     images, proprio = first
     found: dict[str, Any] = {
         camera_key(camera): {"dtype": "video" if videos else "image", "shape": tuple(image.shape),
@@ -81,7 +85,11 @@ def features(first: tuple[dict[str, np.ndarray], np.ndarray | None], videos: boo
     if proprio is not None:
         found["observation.state"] = {"dtype": "float32", "shape": tuple(proprio.shape),
                                       "names": PROPRIO_NAMES if proprio.shape == (9,) else None}
-    found["action"] = {"dtype": "float32", "shape": (7,), "names": ACTION_NAMES}
+    if layout.every_control:
+        found["action"] = {"dtype": "float32", "shape": (7,), "names": ACTION_NAMES}
+    else:
+        found["action"] = {"dtype": "float32", "shape": (layout.interval, 7), "names": None}
+        found["actions_ran"] = {"dtype": "int64", "shape": (1,), "names": None}
     for flag in ("next.success", "next.done"):
         found[flag] = {"dtype": "bool", "shape": (1,), "names": None}
     for counter in ("control", "call"):
@@ -89,33 +97,45 @@ def features(first: tuple[dict[str, np.ndarray], np.ndarray | None], videos: boo
     return found
 
 
-def episode_frames(episode: EpisodePlan) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+def episode_frames(episode: EpisodePlan,
+                   layout: Layout) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
     """Each frame as ``add_frame`` takes it, with its exact images: decoded from the
-    lossless streams, each checked against its recorded sha256 (EvidenceError otherwise)."""
-    wanted = {frame.call: frame for frame in episode.frames}
-    last = episode.frames[-1].call
+    lossless streams (the delivered ones, or every control's), each checked against its
+    recorded sha256 (EvidenceError otherwise)."""
+    if layout.every_control:
+        wanted = {frame.control: frame for frame in episode.frames}
+        observed: Iterator[tuple[int, dict[str, np.ndarray], np.ndarray | None]] = (
+            read_control_frames(episode.folder))
+        last, what = episode.frames[-1].control, "control"
+    else:
+        wanted = {frame.call: frame for frame in episode.frames}
+        observed = read_observations(episode.folder)
+        last, what = episode.frames[-1].call, "call"
     success = episode.record["outcome"] == "success"
-    for call, images, proprio in read_observations(episode.folder):
-        frame = wanted.get(call)
+    for key, images, proprio in observed:
+        frame = wanted.get(key)
         if frame is None:
             continue
-        done = call == last
+        done = key == last
         row: dict[str, Any] = {camera_key(c): image for c, image in images.items()}
         if proprio is not None:
             row["observation.state"] = proprio.astype(np.float32)
         row.update({"action": frame.action.astype(np.float32),
                     "next.success": np.array([done and success]), "next.done": np.array([done]),
                     "control": np.array([frame.control], dtype=np.int64),
-                    "call": np.array([call], dtype=np.int64), "task": frame.task})
+                    "call": np.array([frame.call], dtype=np.int64), "task": frame.task})
+        if not layout.every_control:
+            row["actions_ran"] = np.array([frame.ran], dtype=np.int64)
         yield row, images
         if done:
             return
-    raise EvidenceError(f"{episode.folder}: the observations end before call {last}")
+    raise EvidenceError(f"{episode.folder}: the observations end before {what} {last}")
 
 
 def first_frame(plan: ExportPlan) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The first episode's first observation, decoded: the shapes of every feature."""
-    frames = read_observations(plan.episodes[0].folder)
+    folder = plan.episodes[0].folder
+    frames = read_control_frames(folder) if plan.layout.every_control else read_observations(folder)
     try:
         _, images, proprio = next(iter(frames))
     finally:
@@ -143,11 +163,12 @@ def _write(dataset_class: Any, plan: ExportPlan, out: Path, *, repo_id: str, vid
         shape_of = first_frame(plan)
     except EvidenceError as exc:
         raise SetupError(f"case {plan.episodes[0].case}: {exc}; {COPY_CASE}") from None
-    dataset = dataset_class.create(repo_id, fps=CONTROL_FREQ_HZ, features=features(shape_of, videos),
+    dataset = dataset_class.create(repo_id, fps=plan.layout.fps,
+                                   features=features(shape_of, videos, plan.layout),
                                    root=out, robot_type="panda", use_videos=videos)
     try:
         for index, episode in enumerate(plan.episodes):
-            _add_episode(dataset, episode)
+            _add_episode(dataset, episode, plan.layout)
             say(f"episode {index}: {episode.case}, {len(episode.frames)} frames "
                 f"({episode.record['outcome']})")
         dataset.finalize()
@@ -161,9 +182,13 @@ def _write(dataset_class: Any, plan: ExportPlan, out: Path, *, repo_id: str, vid
     return written
 
 
-def _add_episode(dataset: Any, episode: EpisodePlan) -> None:
+def _add_episode(dataset: Any, episode: EpisodePlan, layout: Layout) -> None:
     try:
-        for row, _ in episode_frames(episode):
+        for index, (row, _) in enumerate(episode_frames(episode, layout)):
+            # lerobot stamps frame n at n / fps: the simulated time of its control, exactly.
+            if int(row["control"][0]) * layout.fps != index * CONTROL_FREQ_HZ:
+                raise RuntimeError(f"case {episode.case}: frame {index} is control "
+                                   f"{int(row['control'][0])}, not at {index} / {layout.fps} s")
             dataset.add_frame(row)
     except EvidenceError as exc:
         raise SetupError(f"case {episode.case}: {exc}; {COPY_CASE}") from None
@@ -179,7 +204,7 @@ def measure_psnr(dataset: Any, plan: ExportPlan) -> dict[str, dict[str, float | 
     squared: dict[str, list[float]] = {}
     index = 0
     for number, episode in enumerate(plan.episodes):
-        for row, images in episode_frames(episode):
+        for row, images in episode_frames(episode, plan.layout):
             item = dataset[index]
             if (int(item["episode_index"]), int(item["call"])) != (number, int(row["call"][0])):
                 raise RuntimeError(f"frame {index} of the dataset is not episode {number}'s "
@@ -208,9 +233,10 @@ def metadata(plan: ExportPlan, written: Written, videos: bool) -> dict[str, Any]
                 "protocol_identity": run["protocol_identity"],
                 "renderer": run.get("renderer"),
                 "evidence": run["plan"].get("evidence", "full")},
-        "fps": CONTROL_FREQ_HZ,
-        "frames": "one per delivered observation at whose control an action ran "
-                  "(docs/export.md)",
+        "fps": plan.layout.fps,
+        "layout": {"name": plan.layout.name, "actions_per_frame": plan.layout.interval,
+                   "why": plan.layout.why,
+                   "timestamps": "each frame's timestamp is its control / 20 s: simulated time"},
         "cameras": {camera_key(c): c for c in CAMERA_KEYS},
         "videos": videos,
         **({"psnr_db": written.psnr_db} if videos else {}),

@@ -19,14 +19,23 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.evidence.layout import FULL, STREAMED, EvidenceError
+from pytest_libero.evidence.layout import CONTROLS_NAME, DATASET, FULL, STREAMED, EvidenceError
 from pytest_libero.evidence.reader import evidence_level, read_actions, read_observation_hashes
-from pytest_libero.export.frames import FramePlan, FrameRuleError, plan_frames
+from pytest_libero.export.frames import (
+    DECISIONS,
+    EVERY_CONTROL,
+    FramePlan,
+    FrameRuleError,
+    LayoutRefused,
+    plan_frames,
+)
 from pytest_libero.files import CorruptLine, new_folder_problem
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 from pytest_libero.results.run_reader import RunRead, read_run, shown
 
 COPY_CASE = "copy the case folder again from where the run wrote it"
+DATASET_OPTION = "--libero-evidence=dataset"
 
 
 @dataclass(frozen=True)
@@ -48,12 +57,31 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Which controls are frames (``export/frames.py``), at what rate, and why."""
+
+    name: str
+    interval: int
+    """K: the actions per frame in the decisions layout (1 in every_control)."""
+    why: str
+
+    @property
+    def fps(self) -> int:
+        return CONTROL_FREQ_HZ // self.interval
+
+    @property
+    def every_control(self) -> bool:
+        return self.name == EVERY_CONTROL
+
+
+@dataclass(frozen=True)
 class ExportPlan:
     """What an export writes, checked whole before anything is written."""
 
     read: RunRead
     episodes: tuple[EpisodePlan, ...]
     skipped: tuple[Skipped, ...]
+    layout: Layout
 
     @property
     def run_id(self) -> str:
@@ -81,6 +109,7 @@ def plan_export(run_dir: Path, out: Path) -> ExportPlan:
     level = str(read.run["plan"].get("evidence", FULL))
     if level not in STREAMED:
         raise SetupError(_level_refusal(run_dir, level))
+    layout = _layout(read, run_dir, level)
     order = {case: n for n, case in enumerate(read.run["plan"]["selection_cases"])}
     records = sorted(read.records, key=lambda r: order.get(r["case"], len(order)))
     episodes, skipped = [], []
@@ -90,7 +119,7 @@ def plan_export(run_dir: Path, out: Path) -> ExportPlan:
             cause = error["cause"] if error else "unknown"
             skipped.append(Skipped(record["case"], f"errored ({cause})"))
             continue
-        episode = _episode(read, record)
+        episode = _episode(read, record, layout)
         if episode.frames:
             episodes.append(episode)
         else:
@@ -100,7 +129,24 @@ def plan_export(run_dir: Path, out: Path) -> ExportPlan:
         raise SetupError(f"{run_dir} has no completed case with a frame to export"
                          + "".join(f"; {s.case}: {s.why}" for s in skipped[:5]))
     _same_shapes(episodes)
-    return ExportPlan(read, tuple(episodes), tuple(skipped))
+    return ExportPlan(read, tuple(episodes), tuple(skipped), layout)
+
+
+def _layout(read: RunRead, run_dir: Path, level: str) -> Layout:
+    """Every control a frame when the run kept every control's images, else decision
+    frames K controls apart; either way a frame's timestamp is its simulated time."""
+    if level == DATASET:
+        return Layout(EVERY_CONTROL, 1, "the run kept both cameras' images at every control "
+                      "(--libero-evidence=dataset): one frame per executed control")
+    interval = read.run["plan"].get("replan_interval")
+    if type(interval) is not int or interval < 1 or CONTROL_FREQ_HZ % interval:
+        raise SetupError(f"{run_dir}: its replan interval K = {shown(interval)} does not divide "
+                         f"LeRobot's {CONTROL_FREQ_HZ} controls per second, so decision frames "
+                         "K controls apart have no whole frame rate: run it with "
+                         f"{DATASET_OPTION} for one frame per control")
+    return Layout(DECISIONS, interval, f"the run kept only the delivered observations (evidence "
+                  f"level {level}): one frame per decision, every K = {interval} controls, at "
+                  f"{CONTROL_FREQ_HZ // interval} fps, with the K actions executed from it")
 
 
 def _level_refusal(where: Path, level: str) -> str:
@@ -109,7 +155,7 @@ def _level_refusal(where: Path, level: str) -> str:
             "needs the observations themselves: run it with --libero-evidence=full")
 
 
-def _episode(read: RunRead, record: CaseRecord) -> EpisodePlan:
+def _episode(read: RunRead, record: CaseRecord, layout: Layout) -> EpisodePlan:
     """One completed case's folder, checked whole, and its frames."""
     case = record["case"]
     folder = read.case_folder(case)
@@ -130,8 +176,15 @@ def _episode(read: RunRead, record: CaseRecord) -> EpisodePlan:
         off_clock = timeline_problem(record, chunks, read.clock)
         if off_clock is not None:
             raise EvidenceError(off_clock)
+        if layout.every_control and not (path / CONTROLS_NAME).is_file():
+            raise EvidenceError(f"{path / CONTROLS_NAME} is missing, which a case of a run at "
+                                "evidence level dataset keeps")
         frames = plan_frames(list(read_observation_hashes(path)), chunks,
-                             int(counters.get("executed_controls", 0)), counters.get("held_controls"))
+                             int(counters.get("executed_controls", 0)), counters.get("held_controls"),
+                             layout=layout.name, interval=layout.interval)
+    except LayoutRefused as exc:
+        raise SetupError(f"case {shown(case)}: {exc}; decision frames would claim times that did "
+                         f"not happen: run it with {DATASET_OPTION} for one frame per control") from None
     except (EvidenceError, CorruptLine, FrameRuleError, KeyError, TypeError, ValueError) as exc:
         raise SetupError(f"case {shown(case)}: {path} is damaged ({type(exc).__name__}: "
                          f"{shown(exc)}): {COPY_CASE}") from None
@@ -169,8 +222,9 @@ def episode_metadata(plan: ExportPlan, index: int, episode: EpisodePlan) -> dict
                     "source": profile.get("source")},
         "renderer": identity.get("renderer"),
         "instruction": record["entry"].get("language"),
+        "layout": plan.layout.name,
         "frames": len(episode.frames),
-        "held_frames": sum(f.held for f in episode.frames),
+        "held_actions": sum(f.held for f in episode.frames),
         "controls": counters.get("executed_controls"),
         "policy_calls": counters.get("policy_calls"),
         "first_success_control": counters.get("first_success_control"),

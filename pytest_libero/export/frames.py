@@ -1,19 +1,25 @@
-"""The frame rule: which controls of a case become a dataset's frames, and the action of each.
+"""The frame rule: which controls of a case become a dataset's frames, and the actions of each.
 
-A case folder keeps one observation per policy call, taken at the control the call was
-sent at (``observations.jsonl``: ``executed_controls``), and every reply's executed
-actions with the controls they ran at (``actions.jsonl``, on the simulated clock of
-docs/latency.md). A frame is such an observation paired with the action the robot
-executed at that same control: on the synchronous protocol the first executed action of
-the call's own reply; when a reply was late, what the clock ran there instead (an
-earlier reply's action, or the hold: no motion, the last gripper command). With a replan
-interval of 1 every control is a frame; with K > 1 only the decision-time controls are,
-since the images between calls are kept only in the lossy ``episode.mp4``. An
-observation at whose control nothing ran (the episode ended there) is no frame; of
-several observations at one control, the last is.
+A frame's timestamp is always its simulated time, ``control / 20`` s: every LeRobot
+consumer reads time from fps and timestamps (``delta_timestamps``, video decoding, a
+policy trained at the control rate). Two layouts keep that true:
 
-Nothing here decodes an image: the plan is made from the index and the actions, so a
-whole run is checked before anything is written.
+* ``every_control`` (a run at ``--libero-evidence=dataset``, which kept both cameras'
+  images at every control): one frame per executed control at 20 fps, its action the
+  one executed at that control (a chunk's action as it ran, after clipping, or the
+  clock's hold: no motion, the last gripper command).
+* ``decisions`` (any other run, whose streams keep only the delivered observations):
+  one frame per delivered observation at ``20 / K`` fps, its action the K actions
+  executed from that control on, shape (K, 7) (holds included; past the episode's end
+  padded with the hold, ``actions_ran`` saying how many ran). Only when the decisions
+  are evenly K controls apart, from control 0: a late reply, a voluntary stop, the stop
+  rule or a reply shorter than K spaces them otherwise, and such a case is refused for
+  this layout (:class:`LayoutRefused`) naming ``--libero-evidence=dataset``.
+
+An observation at whose control nothing ran (the episode ended there) is no frame; of
+several observations at one control, the last is. Nothing here decodes an image: the
+plan is made from the index and the actions, so a whole run is checked before anything
+is written.
 """
 
 from __future__ import annotations
@@ -27,25 +33,37 @@ from pytest_libero.evidence.layout import ACTIONS_NAME, INDEX_NAME
 from pytest_libero.evidence.reader import ChunkRecord, ObservationHashes
 from pytest_libero.protocol.clock import OPEN_GRIPPER
 
+EVERY_CONTROL = "every_control"
+DECISIONS = "decisions"
+
 
 class FrameRuleError(ValueError):
     """The index and the actions of a case do not describe one episode (a damaged folder)."""
 
 
+class LayoutRefused(ValueError):
+    """The case's decisions are not evenly K controls apart: decision frames would claim
+    times that did not happen."""
+
+
 @dataclass(frozen=True)
 class FramePlan:
-    """One frame: the observation of ``call``, at ``control``, and what ran there."""
+    """One frame: the observation at ``control`` (delivered to ``call``, or in the
+    every-control layout the latest call sent by then), and what ran from there."""
 
     call: int
     control: int
     """The control (0 = the first after settling) the observation was taken at: the
-    simulated time is ``control / 20`` s."""
+    frame's timestamp, ``control / 20`` s."""
     action: np.ndarray
-    """float64 (7,): the action executed at ``control``, as executed (after clipping)."""
-    held: bool
-    """The action is the clock's hold, not a policy action."""
+    """float64, as executed (after clipping): (7,) the action at ``control``
+    (every_control), or (K, 7) the K actions from ``control`` on (decisions)."""
+    held: int
+    """How many of those actions are the clock's hold, not a policy action."""
     task: str
-    """The instruction the observation carried: what was sent."""
+    """The instruction the latest delivered observation carried: what was sent."""
+    ran: int = 1
+    """How many of the frame's actions ran (decisions: fewer than K at the episode's end)."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +119,15 @@ def _by_control(runs: Sequence[_Run], controls: int) -> dict[int, tuple[np.ndarr
 
 
 def plan_frames(observations: Sequence[ObservationHashes], chunks: Sequence[ChunkRecord],
-                controls: int, held: int | None = None) -> list[FramePlan]:
-    """The frames of one case, in order (module docstring: the rule).
+                controls: int, held: int | None = None, *, layout: str = EVERY_CONTROL,
+                interval: int = 1) -> list[FramePlan]:
+    """The frames of one case, in order (module docstring: the rule), in ``layout``
+    with replan interval ``interval`` (K, for the decisions layout).
 
     ``controls`` is the record's ``counters.executed_controls``; ``held`` its
     ``held_controls`` when it has them, checked against the actions. Raises
-    FrameRuleError when the files cannot be one episode.
+    FrameRuleError when the files cannot be one episode, LayoutRefused when the
+    decisions are not evenly K apart for the decisions layout.
     """
     table = _by_control(_runs(chunks), controls)
     if held is not None and controls - len(table) != held:
@@ -121,17 +142,53 @@ def plan_frames(observations: Sequence[ObservationHashes], chunks: Sequence[Chun
         last = seen.executed_controls
         if seen.executed_controls < controls:
             chosen[seen.executed_controls] = seen  # the last observation at a control
+    ran, holds = _executed(table, controls)
+    if layout == DECISIONS:
+        return _decision_frames(chosen, ran, holds, controls, interval)
     frames = []
+    latest: ObservationHashes | None = None
+    for control in range(controls):
+        latest = chosen.get(control, latest)
+        if latest is None:
+            raise FrameRuleError(f"{INDEX_NAME}: no observation was delivered at control 0")
+        frames.append(FramePlan(latest.call, control, ran[control], int(holds[control]), latest.language))
+    return frames
+
+
+def _executed(table: dict[int, tuple[np.ndarray, float]],
+              controls: int) -> tuple[list[np.ndarray], list[bool]]:
+    """Each control's executed action (the hold where none ran) and whether it was a hold."""
+    actions, holds = [], []
     gripper = OPEN_GRIPPER
     for control in range(controls):
         found = table.get(control)
-        observed = chosen.get(control)
-        if observed is not None:
-            action = found[0] if found is not None else _hold(gripper)
-            frames.append(FramePlan(observed.call, control, np.array(action, dtype=np.float64),
-                                    found is None, observed.language))
+        actions.append(np.array(found[0] if found is not None else _hold(gripper), dtype=np.float64))
+        holds.append(found is None)
         if found is not None:
             gripper = found[1]
+    return actions, holds
+
+
+def _decision_frames(chosen: dict[int, ObservationHashes], ran: list[np.ndarray], holds: list[bool],
+                     controls: int, interval: int) -> list[FramePlan]:
+    """One frame per delivered observation, each K controls after the last, with the K
+    actions executed from it on; LayoutRefused when the spacing is not exactly K."""
+    at = sorted(chosen)
+    for number, control in enumerate(at):
+        if control != number * interval:
+            shown = ", ".join(map(str, at[:8])) + (" ..." if len(at) > 8 else "")
+            raise LayoutRefused(f"its observations were delivered at controls {shown}, not every "
+                                f"{interval} controls from 0 (late replies, a voluntary stop, the "
+                                "stop rule or replies shorter than K space them otherwise)")
+    frames = []
+    for control in at:
+        span = range(control, min(control + interval, controls))
+        actions = [ran[c] for c in span]
+        pad = _hold(float(actions[-1][6]))
+        actions += [pad] * (interval - len(actions))
+        seen = chosen[control]
+        frames.append(FramePlan(seen.call, control, np.stack(actions), sum(holds[c] for c in span),
+                                seen.language, ran=len(span)))
     return frames
 
 
