@@ -142,21 +142,32 @@ def plan_frames(observations: Sequence[ObservationHashes], chunks: Sequence[Chun
         last = seen.executed_controls
         if seen.executed_controls < controls:
             chosen[seen.executed_controls] = seen  # the last observation at a control
-    ran, holds = _executed(table, controls)
+    executed = _executed(table, controls)
     if layout == DECISIONS:
-        return _decision_frames(chosen, ran, holds, controls, interval)
+        return _decision_frames(chosen, executed, controls, interval)
     frames = []
     latest: ObservationHashes | None = None
     for control in range(controls):
         latest = chosen.get(control, latest)
         if latest is None:
             raise FrameRuleError(f"{INDEX_NAME}: no observation was delivered at control 0")
-        frames.append(FramePlan(latest.call, control, ran[control], int(holds[control]), latest.language))
+        frames.append(FramePlan(latest.call, control, executed.actions[control],
+                                int(executed.holds[control]), latest.language))
     return frames
 
 
-def _executed(table: dict[int, tuple[np.ndarray, float]],
-              controls: int) -> tuple[list[np.ndarray], list[bool]]:
+@dataclass(frozen=True)
+class _Executed:
+    """What ran at each control of an episode."""
+
+    actions: list[np.ndarray]
+    """The executed action, or the hold where none ran."""
+    holds: list[bool]
+    gripper: float
+    """The gripper command in force after the last control (as sent): what a hold keeps."""
+
+
+def _executed(table: dict[int, tuple[np.ndarray, float]], controls: int) -> _Executed:
     """Each control's executed action (the hold where none ran) and whether it was a hold."""
     actions, holds = [], []
     gripper = OPEN_GRIPPER
@@ -166,11 +177,11 @@ def _executed(table: dict[int, tuple[np.ndarray, float]],
         holds.append(found is None)
         if found is not None:
             gripper = found[1]
-    return actions, holds
+    return _Executed(actions, holds, gripper)
 
 
-def _decision_frames(chosen: dict[int, ObservationHashes], ran: list[np.ndarray], holds: list[bool],
-                     controls: int, interval: int) -> list[FramePlan]:
+def _decision_frames(chosen: dict[int, ObservationHashes], executed: _Executed, controls: int,
+                     interval: int) -> list[FramePlan]:
     """One frame per delivered observation, each K controls after the last, with the K
     actions executed from it on; LayoutRefused when the spacing is not exactly K."""
     at = sorted(chosen)
@@ -183,12 +194,11 @@ def _decision_frames(chosen: dict[int, ObservationHashes], ran: list[np.ndarray]
     frames = []
     for control in at:
         span = range(control, min(control + interval, controls))
-        actions = [ran[c] for c in span]
-        pad = _hold(float(actions[-1][6]))
-        actions += [pad] * (interval - len(actions))
+        actions = [executed.actions[c] for c in span]
+        actions += [_hold(executed.gripper)] * (interval - len(actions))  # past the episode's end
         seen = chosen[control]
-        frames.append(FramePlan(seen.call, control, np.stack(actions), sum(holds[c] for c in span),
-                                seen.language, ran=len(span)))
+        frames.append(FramePlan(seen.call, control, np.stack(actions),
+                                sum(executed.holds[c] for c in span), seen.language, ran=len(span)))
     return frames
 
 
