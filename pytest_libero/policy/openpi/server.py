@@ -103,6 +103,8 @@ class PolicyServer:
         self._pending: deque[_Call] = deque()
         self._arrived = asyncio.Event()
         self._connections = 0
+        self.port: int | None = None
+        """The port it listens on, once :meth:`run` is serving (port 0 binds a free one)."""
 
     def capabilities(self) -> dict[str, Any]:
         """What the metadata frame tells clients about this server (recorded per case)."""
@@ -245,7 +247,8 @@ class PolicyServer:
                 raise TypeError(f"infer_batch answered a {type(reply).__name__}, not a map")
         return [dict(reply) for reply in replies]
 
-    async def run(self, host: str, port: int, ready: threading.Event | None = None) -> None:
+    async def run(self, host: str, port: int, ready: threading.Event | None = None, *,
+                  announce: bool = True) -> None:
         async with serve(
             self.handler,
             host,
@@ -257,8 +260,10 @@ class PolicyServer:
         ) as server:
             dispatcher = asyncio.create_task(self._dispatch())
             bound = server.sockets[0].getsockname()[1] if server.sockets else port
+            self.port = bound
             log.info("serving %s on ws://%s:%s (%s)", self.name, host, bound, self.capabilities())
-            print(f"pytest-libero serve: ws://{host}:{bound} (GET /healthz)", flush=True)
+            if announce:
+                print(f"pytest-libero serve: ws://{host}:{bound} (GET /healthz)", flush=True)
             if ready is not None:
                 ready.set()
             try:
@@ -266,10 +271,12 @@ class PolicyServer:
             finally:
                 dispatcher.cancel()
 
-    def close(self) -> None:
-        """Close every policy object built, on the policy thread, then stop it."""
-        for policy in self._built:
-            self._thread.submit(policy.close).result()
+    def close(self, *, policies: bool = True) -> None:
+        """Close every policy object built (``policies``), on the policy thread, then stop
+        it. A caller that lent its own object keeps it open (``policies=False``)."""
+        if policies:
+            for policy in self._built:
+                self._thread.submit(policy.close).result()
         self._thread.shutdown()
 
 

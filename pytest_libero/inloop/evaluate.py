@@ -1,0 +1,255 @@
+"""``evaluate``: the conformance suite on a policy, one call from a training loop.
+
+The suite runs as the command line runs it, in a child ``python -m pytest``: the
+simulator never shares the trainer's process, its GPU context or its signal handlers,
+and the run folder is an ordinary one. A policy given as a profile name or an endpoint
+is reached as ``--libero-profile`` reaches it; a policy object, or a factory of them,
+is served from a thread of the caller's process (``served.py``) and never pickled or
+copied. While the child runs, each case's line in results.jsonl is progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pytest_libero.inloop.evaluation import Evaluation
+from pytest_libero.inloop.keywords import option_args
+from pytest_libero.inloop.served import OneObject, serving
+from pytest_libero.policy.contract import Policy
+from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME
+
+Progress = Callable[[int, int, int], None]
+"""``progress(done, total, successes)``: told each time a case finishes."""
+PROFILE_NAME = "evaluate"
+"""The run folder's profile name when the policy is an object or a factory."""
+POLL_S = 0.5
+STOP_S = 60.0
+"""How long an interrupted child may take to write its summary before it is killed."""
+
+
+class EvaluationRefused(ValueError):
+    """The run refused what it was given before any case (the command line's exit 4),
+    in the plugin's own words."""
+
+
+class EvaluationFailed(RuntimeError):
+    """The run ended without a summary: the child pytest failed (its output's end says why)."""
+
+
+def evaluate(
+    policy: Any,
+    *,
+    scope: str | None = None,
+    suite: str | None = None,
+    task_ids: Sequence[int] | str | None = None,
+    mode: str | None = None,
+    perturb: str | None = None,
+    min_success: float | None = None,
+    decide: str | None = None,
+    order_seed: int | None = None,
+    evidence: str | None = None,
+    budget_mode: str | None = None,
+    max_policy_calls: int | None = None,
+    replan_interval: int | None = None,
+    track: str | None = None,
+    workers: int = 1,
+    gpus: Sequence[int] | str | None = None,
+    results: str | Path | None = None,
+    run_id: str | None = None,
+    pytest_args: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> Evaluation:
+    """Run the suite on ``policy`` and return the run's :class:`Evaluation`.
+
+    ``policy``: a profile name or path (as ``--libero-profile``), an endpoint
+    (``ws://HOST:PORT``), a policy object (``infer``, ``reset``, ``metadata``; one
+    episode at a time, so ``workers`` must be 1), or a factory of them (called once per
+    concurrent episode). Every other keyword is the plugin option of the same name
+    (``keywords.KEYWORDS``; None: the option's default); ``workers`` is ``-n``;
+    anything else goes in ``pytest_args``. ``progress(done, total, successes)`` is told
+    as cases finish; without it a terminal gets a progress line.
+
+    Raises :class:`EvaluationRefused` (in the plugin's words) for what the command line
+    refuses, TypeError for a policy of no usable kind, :class:`EvaluationFailed` when
+    the run ends without a summary. Ctrl-C stops the run (its summary is written, the
+    rest unattempted) and reaches the caller as KeyboardInterrupt.
+    """
+    options = option_args({
+        "scope": scope, "suite": suite, "task_ids": task_ids, "mode": mode, "perturb": perturb,
+        "min_success": min_success, "decide": decide, "order_seed": order_seed,
+        "evidence": evidence, "budget_mode": budget_mode, "max_policy_calls": max_policy_calls,
+        "replan_interval": replan_interval, "track": track, "gpus": gpus})
+    if type(workers) is not int or workers < 1:
+        raise EvaluationRefused(f"workers={workers!r}: give a whole number of at least 1 (pytest -n)")
+    root = Path(results if results is not None else "libero-results").resolve()
+    run = run_id or f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+    with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
+        log = Path(scratch) / "pytest.log"
+        with _reached(policy, workers, Path(scratch)) as (profile, profile_name):
+            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                    f"--libero-profile={profile}", *options, f"--libero-results={root}",
+                    f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []),
+                    *map(str, pytest_args)]
+            run_dir = root / profile_name / run
+            code = _child(argv, log, run_dir, progress)
+        said = _said(log)
+    if not (run_dir / "summary.json").is_file():
+        if code == pytest_usage_error():
+            raise EvaluationRefused(said)
+        raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary at {run_dir}: "
+                               f"{said}")
+    return Evaluation.read(run_dir, code)
+
+
+def pytest_usage_error() -> int:
+    import pytest
+
+    return int(pytest.ExitCode.USAGE_ERROR)
+
+
+@contextmanager
+def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]:
+    """The ``--libero-profile`` value that reaches ``policy``, and the run folder's
+    profile name; an object or a factory is served for as long as the block runs."""
+    if isinstance(policy, (str, os.PathLike)):
+        text = os.fspath(policy)
+        if "://" in text:
+            yield str(_profile_file(work, text, "an endpoint given to pytest_libero.evaluate")), PROFILE_NAME
+            return
+        from pytest_libero.config.profiles import load_profile
+        from pytest_libero.protocol.errors import SetupError
+
+        try:
+            name = load_profile(text).name
+        except SetupError as exc:
+            raise EvaluationRefused(str(exc)) from None
+        yield text, name
+        return
+    if hasattr(policy, "infer"):
+        if workers > 1:
+            raise EvaluationRefused(f"a policy object ({_named(type(policy))}) serves one episode "
+                                    f"at a time, and workers={workers} would run {workers} at once: "
+                                    "pass a factory that builds one object per episode")
+        factory: Callable[[], Policy] = OneObject(_usable(policy, "the policy object"))
+        close, what = False, type(policy)
+    elif callable(policy):
+        factory, close, what = _checked(policy), True, policy
+    else:
+        raise TypeError(f"evaluate() needs a profile name, an endpoint (ws://HOST:PORT), a policy "
+                        f"object with infer() or a factory of them; got a {type(policy).__name__}")
+    with serving(factory, close_policies=close) as endpoint:
+        yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
+                                + _named(what), counters=True)), PROFILE_NAME
+
+
+def _usable(policy: Any, what: str) -> Any:
+    missing = [name for name in ("infer", "reset", "metadata") if not hasattr(policy, name)]
+    if missing or not callable(policy.infer):
+        raise TypeError(f"{what} ({_named(type(policy))}) has no {', '.join(missing or ['callable infer'])}: "
+                        "a policy has infer(observation), reset() and metadata (docs/serving.md)")
+    return policy
+
+
+def _checked(factory: Callable[[], Any]) -> Callable[[], Policy]:
+    def build() -> Policy:
+        built: Policy = _usable(factory(), f"what the factory {_named(factory)} built")
+        return built
+    return build
+
+
+def _named(thing: Any) -> str:
+    return f"{getattr(thing, '__module__', '?')}.{getattr(thing, '__qualname__', type(thing).__name__)}"
+
+
+def _profile_file(work: Path, endpoint: str, description: str, *, counters: bool = False) -> Path:
+    """A websocket profile for ``endpoint``, in the call's scratch folder. ``counters``:
+    each request carries the episode's counters, so a policy of this process sees the
+    observation an in-process one would (``Observation.policy_calls``, ``executed_controls``)."""
+    path = work / f"{PROFILE_NAME}.toml"
+    text = (f"name = {json.dumps(PROFILE_NAME)}\ndescription = {json.dumps(description)}\n"
+            f"track = \"rgb\"\n\n[policy]\ntransport = \"websocket\"\nendpoint = {json.dumps(endpoint)}\n")
+    path.write_text(text + ("\n[request]\ncounters = true\n" if counters else ""), encoding="utf-8")
+    return path
+
+
+def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None) -> int:
+    """Run the child pytest to its end, telling progress; Ctrl-C interrupts it (its
+    summary is written) and is raised again once it has ended."""
+    told = _Told(run_dir, progress)
+    with log.open("wb") as sink:
+        child = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            while True:
+                try:
+                    code = child.wait(POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    told.update()
+        except BaseException:
+            child.send_signal(signal.SIGINT)  # pytest ends the run and writes its summary
+            try:
+                child.wait(STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            raise
+        finally:
+            told.update()
+            told.close()
+    return code
+
+
+class _Told:
+    """Progress from the run folder: results.jsonl gains a line per finished case."""
+
+    def __init__(self, run_dir: Path, progress: Progress | None) -> None:
+        self.run_dir, self.progress = run_dir, progress
+        self.line = progress is None and sys.stderr.isatty()
+        self.seen = (-1, -1)
+
+    def update(self) -> None:
+        done, successes = 0, 0
+        try:
+            for line in (self.run_dir / RESULTS_NAME).read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    done += 1
+                    successes += json.loads(line).get("outcome") == "success"
+            total = len(json.loads((self.run_dir / RUN_NAME).read_text(encoding="utf-8"))
+                        ["plan"]["selection_cases"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # not started yet, or a line being written: the next poll sees it
+        if (done, total) == self.seen:
+            return
+        self.seen = (done, total)
+        if self.progress is not None:
+            self.progress(done, total, successes)
+        elif self.line:
+            sys.stderr.write(f"\rpytest-libero evaluate: {done}/{total} cases, {successes} successes")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.line and self.seen[0] >= 0:
+            sys.stderr.write("\n")
+
+
+def _said(log: Path) -> str:
+    """What the child said last: its usage error lines, else the end of its output."""
+    try:
+        lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return "(no output)"
+    errors = [line.removeprefix("ERROR: ") for line in lines if line.startswith("ERROR: ")]
+    return "; ".join(errors) if errors else "\n".join(lines[-15:])

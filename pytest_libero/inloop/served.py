@@ -1,0 +1,84 @@
+"""A policy object of the caller's, served on 127.0.0.1 from a thread of the caller's process.
+
+``evaluate`` runs the suite in a child ``python -m pytest`` so that the simulator never
+shares the trainer's process; the policy stays where it is (its device, its weights) and
+is reached over the same websocket wire and serving code as ``python -m
+pytest_libero.serve`` (:class:`~pytest_libero.policy.openpi.server.PolicyServer`, with
+its batching across workers). The server's event loop runs in a daemon thread; leaving
+:func:`serving` stops it and frees the port, whatever ended the block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from pytest_libero.policy.contract import Policy
+from pytest_libero.policy.openpi.server import PolicyServer
+
+HOST = "127.0.0.1"
+START_S = 30.0
+"""How long the server thread may take to listen (building the first object included)."""
+
+
+class OneObject:
+    """A factory that lends the caller's one policy object to one episode at a time: a
+    second concurrent episode would mix its state with the first's."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.lent = False
+
+    def __call__(self) -> Policy:
+        if self.lent:
+            raise RuntimeError("one policy object serves one episode at a time, and another "
+                               "episode asked for one: pass a factory to evaluate() to run "
+                               "episodes concurrently")
+        self.lent = True
+        lent: Policy = self.policy
+        return lent
+
+
+@contextmanager
+def serving(factory: Callable[[], Policy], *, close_policies: bool) -> Iterator[str]:
+    """Serve ``factory``'s policies on a free port of 127.0.0.1; yield the endpoint.
+    ``close_policies``: close the objects built when done (a lent object stays open)."""
+    server = PolicyServer(factory)  # builds the first object here: a failing factory raises now
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = asyncio.Event()
+    failed: list[BaseException] = []
+
+    async def until_stopped() -> None:
+        listening = asyncio.create_task(server.run(HOST, 0, ready, announce=False))
+        waiting = asyncio.create_task(stop.wait())
+        await asyncio.wait({listening, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        listening.cancel()  # the listener closes its socket and its connections
+        with suppress(asyncio.CancelledError):
+            await listening
+
+    def run() -> None:
+        try:
+            loop.run_until_complete(until_stopped())
+        except BaseException as exc:  # told to the caller, who is waiting on ready
+            failed.append(exc)
+        finally:
+            ready.set()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=run, name="pytest-libero-evaluate-server", daemon=True)
+    thread.start()
+    try:
+        if not ready.wait(START_S) or failed or server.port is None:
+            cause = f": {type(failed[0]).__name__}: {failed[0]}" if failed else ""
+            raise RuntimeError(f"the policy server thread did not start listening on {HOST}{cause}")
+        yield f"ws://{HOST}:{server.port}"
+    finally:
+        with suppress(RuntimeError):  # the loop closed itself already (its server failed)
+            loop.call_soon_threadsafe(stop.set)
+        thread.join(START_S)
+        server.close(policies=close_policies)

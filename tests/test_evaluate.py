@@ -1,0 +1,191 @@
+"""``pytest_libero.evaluate`` from a Python process, on the real simulator (issue 51).
+
+A policy object in this process is served from a thread of it over the real websocket
+wire, and the suite runs in a child pytest: the demo's recordings replayed by an object
+pass their task; an object that raises errors its case and not the run; two calls in one
+process, a call after one that raised and a call after an interrupted one work, each
+leaving its port free; a profile name and an endpoint go the command line's way; and bad
+input is refused before any case, in the command line's words.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.servers import free_port, serve_argv, serving
+from pytest_libero import Evaluation, EvaluationRefused, evaluate
+from pytest_libero.config.profiles import load_profile
+from pytest_libero.inloop.keywords import KEYWORDS
+
+pytestmark = pytest.mark.simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = {"scope": "task_coverage", "suite": "libero_10", "budget_mode": "decisions",
+         "max_policy_calls": 2, "replan_interval": 5}
+
+
+class Still:
+    """Holds the arm still; raises on the calls named in ``raise_on`` (counted over the run)."""
+
+    metadata: dict[str, Any] = {}
+
+    def __init__(self, raise_on: tuple[int, ...] = ()) -> None:
+        self.calls, self.raise_on = 0, raise_on
+
+    def reset(self) -> None:
+        pass
+
+    def infer(self, observation: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls in self.raise_on:
+            raise ArithmeticError(f"the policy broke on call {self.calls}")
+        return {"actions": np.zeros((5, 7))}
+
+
+def closed(endpoint_port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", endpoint_port), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def port_of(found: Evaluation) -> int:
+    run = json.loads((found.run_dir / "run.json").read_text())
+    return int(run["plan"]["profile"]["endpoint"].rsplit(":", 1)[1])
+
+
+def test_a_policy_object_replaying_the_demo_passes_and_the_summary_is_the_run_s(tmp_path: Path) -> None:
+    demo = load_profile("demo").build_policy()  # an object of this process: its recordings
+    told: list[tuple[int, int, int]] = []
+    found = evaluate(demo, scope="task_coverage", suite="libero_spatial", task_ids=[0],
+                     min_success=1.0, results=tmp_path, progress=lambda *a: told.append(a))
+    assert found.exit_code == 0 and found.gate == "passed", found
+    assert found.outcomes == {"libero_spatial-00": "success"} and found.success_rate == 1.0
+    assert found.summary == json.loads((found.run_dir / "summary.json").read_text())
+    assert found.suites == {"libero_spatial": 1.0} and found.interval[1] == 1.0
+    assert told[-1] == (1, 1, 1)
+    profile = json.loads((found.run_dir / "run.json").read_text())["plan"]["profile"]
+    assert profile["description"].endswith("evaluate: pytest_libero.policy.builtin.demo.DemoPolicy"), profile
+    assert closed(port_of(found))
+
+
+def test_an_object_raising_errors_its_case_and_the_next_call_works(tmp_path: Path) -> None:
+    policy = Still(raise_on=(2,))
+    found = evaluate(policy, task_ids=[0, 1], results=tmp_path, **SHORT)  # type: ignore[arg-type]
+    assert found.outcomes == {"libero_10-00": "errored", "libero_10-01": "failure"}, found.outcomes
+    record = json.loads((found.run_dir / "results.jsonl").read_text().splitlines()[0])
+    assert "ArithmeticError" in record["error"]["message"] and "broke on call 2" in record["error"]["message"]
+    assert found.exit_code == 1 and closed(port_of(found))
+    again = evaluate(policy, task_ids=[2], results=tmp_path, **SHORT)  # type: ignore[arg-type]
+    assert again.outcomes == {"libero_10-02": "failure"} and again.run_dir != found.run_dir
+
+
+def test_a_profile_name_and_an_endpoint_go_the_command_line_s_way(tmp_path: Path) -> None:
+    by_name = evaluate("zero", task_ids=[0], results=tmp_path, **SHORT)  # type: ignore[arg-type]
+    assert by_name.run_dir.parent.name == "zero" and by_name.outcomes == {"libero_10-00": "failure"}
+    port = free_port()
+    with serving(serve_argv("zero", port), port):
+        by_endpoint = evaluate(f"ws://127.0.0.1:{port}", task_ids=[0], results=tmp_path, **SHORT)  # type: ignore[arg-type]
+    assert by_endpoint.outcomes == {"libero_10-00": "failure"}
+    profile = json.loads((by_endpoint.run_dir / "run.json").read_text())["plan"]["profile"]
+    assert profile["endpoint"] == f"ws://127.0.0.1:{port}"
+
+
+INTERRUPTED = textwrap.dedent('''
+    import json, os, signal, sys
+    import numpy as np
+    from pytest_libero import evaluate
+
+    class Still:
+        metadata = {}
+        def reset(self): pass
+        def infer(self, observation): return {"actions": np.zeros((5, 7))}
+
+    def told(done, total, successes):
+        if done == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C once the first case ended
+
+    short = dict(scope="task_coverage", suite="libero_10", budget_mode="decisions",
+                 max_policy_calls=2, replan_interval=5, results=sys.argv[1])
+    try:
+        evaluate(Still(), task_ids=[0, 1, 2, 3], progress=told, run_id="cut", **short)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    found = evaluate(Still(), task_ids=[0], run_id="after", **short)
+    print(json.dumps(found.outcomes))
+''')
+
+
+def test_an_interrupted_call_stops_its_run_and_the_next_call_works(tmp_path: Path) -> None:
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPTED)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "results")], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:2] == ["interrupted", '{"libero_10-00": "failure"}'], done.stdout
+    cut = json.loads((tmp_path / "results" / "evaluate" / "cut" / "summary.json").read_text())
+    assert cut["counts"]["completed"] == 1 and cut["unattempted"] == ["libero_10-01", "libero_10-02",
+                                                                      "libero_10-03"], cut
+
+
+def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "training" / "evaluate_in_loop.py"
+    done = subprocess.run([sys.executable, str(example), "--steps", "2", "--every", "2", "--tasks", "0",
+                           "--results", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith("step 2: success 0% (0%-79%), gate failed, 1 cases run, "), line
+    assert (tmp_path / "evaluate").is_dir() and not done.stderr.strip(), done.stderr
+
+
+@pytest.mark.parametrize(("policy", "kwargs", "error", "said"), [
+    (object(), {}, TypeError, "needs a profile name, an endpoint (ws://HOST:PORT), a policy object"),
+    (Still(), {"workers": 2}, EvaluationRefused, "serves one episode at a time, and workers=2"),
+    (Still(), {"scope": "everything"}, EvaluationRefused,
+     "--libero-scope='everything' is unknown; allowed: smoke, development"),
+    (Still(), {"task_ids": "x"}, EvaluationRefused, "--libero-task-ids"),
+    ("no_such_profile", {}, EvaluationRefused, "no_such_profile"),
+], ids=["no-policy", "object-with-workers", "bad-scope", "bad-task-ids", "unknown-profile"])
+def test_bad_input_is_refused_before_any_case(policy: Any, kwargs: dict[str, Any], error: type,
+                                               said: str, tmp_path: Path) -> None:
+    with pytest.raises(error, match=None) as raised:
+        evaluate(policy, results=tmp_path, **kwargs)
+    assert said in str(raised.value) and len(str(raised.value).splitlines()) == 1, raised.value
+    assert not list(tmp_path.glob("*/*/results.jsonl"))  # no case ran
+
+
+def test_an_unknown_keyword_and_an_object_without_infer_are_type_errors(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'suites'"):
+        evaluate(Still(), suites=["libero_10"])  # type: ignore[call-arg]
+
+    class NoReset:
+        metadata: dict[str, Any] = {}
+
+        def infer(self, observation: Any) -> None: ...
+
+    with pytest.raises(TypeError, match="has no reset: a policy has infer"):
+        evaluate(NoReset(), results=tmp_path)
+
+
+def test_every_keyword_is_an_option_and_docs_options_md_lists_them() -> None:
+    from pytest_libero.config.options import OPTIONS
+
+    names = {f"--libero-{option.name}" for option in OPTIONS}
+    assert set(KEYWORDS.values()) <= names
+    assert all(keyword.replace("_", "-") == option.removeprefix("--libero-")
+               for keyword, option in KEYWORDS.items())
+    doc = (ROOT / "docs" / "options.md").read_text()
+    section = doc.split("## From Python: `evaluate`", 1)[1]
+    for keyword, option in KEYWORDS.items():
+        assert f"| `{keyword}` | `{option}` |" in section, keyword
