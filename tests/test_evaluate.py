@@ -107,13 +107,17 @@ INTERRUPTED = textwrap.dedent('''
     import numpy as np
     from pytest_libero import evaluate
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started as a background job
+    asked = []
+
     class Still:
         metadata = {}
         def reset(self): pass
         def infer(self, observation): return {"actions": np.zeros((5, 7))}
 
     def told(done, total, successes):
-        if done == 1:
+        if done >= 1 and not asked:
+            asked.append(done)
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C once the first case ended
 
     short = dict(scope="task_coverage", suite="libero_10", budget_mode="decisions",
@@ -135,8 +139,8 @@ def test_an_interrupted_call_stops_its_run_and_the_next_call_works(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[:2] == ["interrupted", '{"libero_10-00": "failure"}'], done.stdout
     cut = json.loads((tmp_path / "results" / "evaluate" / "cut" / "summary.json").read_text())
-    assert cut["counts"]["completed"] == 1 and cut["unattempted"] == ["libero_10-01", "libero_10-02",
-                                                                      "libero_10-03"], cut
+    completed, left = cut["counts"]["completed"], cut["unattempted"]
+    assert completed >= 1 and left and completed + len(left) == 4, cut
 
 
 def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:

@@ -72,8 +72,11 @@ def test_ctrl_c_during_an_overlap_leaves_no_process_behind(pytester: pytest.Pyte
     # Case 00's episode is far longer than the test lets it run, on any machine: the
     # signal comes while it runs and 01 sets up.
     command = pytest_argv(*CASES[:-2], "--libero-max-policy-calls=400", "--libero-replan-interval=5")
+    # SIGINT's default restored: a suite started as a background job ignores it, and its
+    # children would inherit that and never see the Ctrl-C this test sends.
     run = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                           stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         cases: list[int] = []

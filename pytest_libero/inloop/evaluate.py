@@ -10,29 +10,33 @@ copied. While the child runs, each case's line in results.jsonl is progress.
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.files import json_text
 from pytest_libero.inloop.evaluation import Evaluation
 from pytest_libero.inloop.keywords import option_args
 from pytest_libero.inloop.served import OneObject, serving
 from pytest_libero.policy.contract import Policy
-from pytest_libero.results.layout import RESULTS_NAME, RUN_NAME
+from pytest_libero.protocol.errors import SetupError
+from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, new_run_id, read_json, read_results
 
 Progress = Callable[[int, int, int], None]
 """``progress(done, total, successes)``: told each time a case finishes."""
 PROFILE_NAME = "evaluate"
 """The run folder's profile name when the policy is an object or a factory."""
+INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, "
+                        "signal.default_int_handler); sys.exit(pytest.main(sys.argv[1:]))")
+"""``python -m pytest`` that Ctrl-C always interrupts: a process started where SIGINT is
+ignored (a background job) passes that on, and pytest would never see the signal that
+makes it write the summary and stop."""
 POLL_S = 0.5
 STOP_S = 60.0
 """How long an interrupted child may take to write its summary before it is killed."""
@@ -93,18 +97,18 @@ def evaluate(
     if type(workers) is not int or workers < 1:
         raise EvaluationRefused(f"workers={workers!r}: give a whole number of at least 1 (pytest -n)")
     root = Path(results if results is not None else "libero-results").resolve()
-    run = run_id or f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+    run = run_id or new_run_id()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
         log = Path(scratch) / "pytest.log"
         with _reached(policy, workers, Path(scratch)) as (profile, profile_name):
-            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+            argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider",
                     f"--libero-profile={profile}", *options, f"--libero-results={root}",
                     f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []),
                     *map(str, pytest_args)]
             run_dir = root / profile_name / run
             code = _child(argv, log, run_dir, progress)
         said = _said(log)
-    if not (run_dir / "summary.json").is_file():
+    if not (run_dir / SUMMARY_NAME).is_file():
         if code == pytest_usage_error():
             raise EvaluationRefused(said)
         raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary at {run_dir}: "
@@ -128,7 +132,6 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
             yield str(_profile_file(work, text, "an endpoint given to pytest_libero.evaluate")), PROFILE_NAME
             return
         from pytest_libero.config.profiles import load_profile
-        from pytest_libero.protocol.errors import SetupError
 
         try:
             name = load_profile(text).name
@@ -177,8 +180,9 @@ def _profile_file(work: Path, endpoint: str, description: str, *, counters: bool
     each request carries the episode's counters, so a policy of this process sees the
     observation an in-process one would (``Observation.policy_calls``, ``executed_controls``)."""
     path = work / f"{PROFILE_NAME}.toml"
-    text = (f"name = {json.dumps(PROFILE_NAME)}\ndescription = {json.dumps(description)}\n"
-            f"track = \"rgb\"\n\n[policy]\ntransport = \"websocket\"\nendpoint = {json.dumps(endpoint)}\n")
+    # A JSON string is a TOML basic string: the values are quoted by the strict writer.
+    text = (f"name = {json_text(PROFILE_NAME)}\ndescription = {json_text(description)}\n"
+            f"track = \"rgb\"\n\n[policy]\ntransport = \"websocket\"\nendpoint = {json_text(endpoint)}\n")
     path.write_text(text + ("\n[request]\ncounters = true\n" if counters else ""), encoding="utf-8")
     return path
 
@@ -220,16 +224,13 @@ class _Told:
         self.seen = (-1, -1)
 
     def update(self) -> None:
-        done, successes = 0, 0
         try:
-            for line in (self.run_dir / RESULTS_NAME).read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    done += 1
-                    successes += json.loads(line).get("outcome") == "success"
-            total = len(json.loads((self.run_dir / RUN_NAME).read_text(encoding="utf-8"))
-                        ["plan"]["selection_cases"])
-        except (OSError, ValueError, KeyError, TypeError):
+            records = read_results(self.run_dir)
+            total = len(read_json(self.run_dir, RUN_NAME)["plan"]["selection_cases"])
+        except (SetupError, OSError, ValueError, KeyError, TypeError):
             return  # not started yet, or a line being written: the next poll sees it
+        done = len(records)
+        successes = sum(r["outcome"] == "success" for r in records)
         if (done, total) == self.seen:
             return
         self.seen = (done, total)

@@ -4,12 +4,11 @@ report, export and log work on it)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.results.layout import SUMMARY_NAME
+from pytest_libero.results.layout import read_summary
 from pytest_libero.results.run_reader import read_run
 
 
@@ -28,7 +27,7 @@ class Evaluation:
     @classmethod
     def read(cls, run_dir: Path, exit_code: int) -> Evaluation:
         read = read_run(run_dir)
-        summary = json.loads((run_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
+        summary = read_summary(run_dir)
         return cls(run_dir, summary, exit_code, {r["case"]: r["outcome"] for r in read.records})
 
     @property
