@@ -184,6 +184,9 @@ def test_an_unknown_keyword_and_an_object_without_infer_are_type_errors(tmp_path
 
 def test_every_keyword_is_an_option_and_docs_options_md_lists_them() -> None:
     from pytest_libero.config.options import OPTIONS
+    from pytest_libero.inloop.evaluate import USAGE_ERROR
+
+    assert USAGE_ERROR == pytest.ExitCode.USAGE_ERROR
 
     names = {f"--libero-{option.name}" for option in OPTIONS}
     assert set(KEYWORDS.values()) <= names

@@ -37,6 +37,9 @@ INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT
 """``python -m pytest`` that Ctrl-C always interrupts: a process started where SIGINT is
 ignored (a background job) passes that on, and pytest would never see the signal that
 makes it write the summary and stop."""
+USAGE_ERROR = 4
+"""pytest's exit code for a usage error (``pytest.ExitCode.USAGE_ERROR``): the plugin's
+refusal of an option, before any case."""
 POLL_S = 0.5
 STOP_S = 60.0
 """How long an interrupted child may take to write its summary before it is killed."""
@@ -109,17 +112,11 @@ def evaluate(
             code = _child(argv, log, run_dir, progress)
         said = _said(log)
     if not (run_dir / SUMMARY_NAME).is_file():
-        if code == pytest_usage_error():
+        if code == USAGE_ERROR:
             raise EvaluationRefused(said)
         raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary at {run_dir}: "
                                f"{said}")
     return Evaluation.read(run_dir, code)
-
-
-def pytest_usage_error() -> int:
-    import pytest
-
-    return int(pytest.ExitCode.USAGE_ERROR)
 
 
 @contextmanager
