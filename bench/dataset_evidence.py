@@ -17,13 +17,11 @@ renderer changes the time figures, not the bytes.
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import _common as c
-from evidence_volume import run_level
+from evidence_volume import run_levels, same_episode
 
 LEVELS = ("full", "dataset")
 
@@ -48,21 +46,12 @@ def main() -> int:
           f"K={args.replan_interval}, {args.policy} policy, track {args.track}")
     print(f"# {c.machine_note()}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-dataset-evidence-"))
-    runs: dict[str, dict[str, Any]] = {}
-    try:
-        for level in LEVELS:
-            args.render = "all" if level == "dataset" else None  # as the run plan sets it
-            runs[level] = run_level(args, case, level, work / level)
-            print(f"#   {level}: {runs[level]['controls']} controls in {runs[level]['episode_s']:.1f} s "
-                  f"(renders {runs[level]['renders']}), {sum(runs[level]['files'].values())} bytes",
-                  flush=True)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
+    runs = run_levels(args, case, LEVELS, work, lambda run: (
+        f"{run['controls']} controls in {run['episode_s']:.1f} s (renders {run['renders']}), "
+        f"{sum(run['files'].values())} bytes"),
+        render=lambda level: "all" if level == "dataset" else None)  # as the run plan sets it
     full, dataset = runs["full"], runs["dataset"]
-    same = full["hashes"] == dataset["hashes"] and full["actions"] == dataset["actions"]
-    print(f"# same episode at both levels (observation hashes, actions.jsonl bytes): "
-          f"{'yes' if same else 'NO'}")
+    same = same_episode(full, dataset)
     controls = full["controls"]
     rows = []
     for level, run in runs.items():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,32 @@ def run_level(args: argparse.Namespace, case: Any, level: str, case_dir: Path) -
     }
 
 
+def run_levels(args: argparse.Namespace, case: Any, levels: Sequence[str], work: Path,
+               describe: Callable[[dict[str, Any]], str],
+               render: Callable[[str], str | None] | None = None) -> dict[str, dict[str, Any]]:
+    """Each level's case in turn (``render``: the --libero-render each level runs with),
+    a line each; the folders removed after unless --keep."""
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        for level in levels:
+            if render is not None:
+                args.render = render(level)
+            runs[level] = run_level(args, case, level, work / level)
+            print(f"#   {level}: {describe(runs[level])}", flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return runs
+
+
+def same_episode(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two levels recorded the same episode, said in a line."""
+    same = bool(a["hashes"] == b["hashes"] and a["actions"] == b["actions"])
+    print(f"# same episode at both levels (observation hashes, actions.jsonl bytes): "
+          f"{'yes' if same else 'NO'}")
+    return same
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", default="libero_10")
@@ -86,21 +113,11 @@ def main() -> int:
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-evidence-volume-"))
     order = LEVELS if args.order == "full-first" else LEVELS[::-1]
-    runs: dict[str, dict[str, Any]] = {}
-    try:
-        for level in order:
-            runs[level] = run_level(args, case, level, work / level)
-            print(f"#   {level}: {runs[level]['controls']} controls, {runs[level]['calls']} calls, "
-                  f"{sum(runs[level]['files'].values())} bytes in {runs[level]['whole_s']:.1f} s",
-                  flush=True)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
-
+    runs = run_levels(args, case, order, work, lambda run: (
+        f"{run['controls']} controls, {run['calls']} calls, {sum(run['files'].values())} bytes "
+        f"in {run['whole_s']:.1f} s"))
     full, lean = runs["full"], runs["replayable"]
-    same = full["hashes"] == lean["hashes"] and full["actions"] == lean["actions"]
-    print(f"# same episode at both levels (observation hashes, actions.jsonl bytes): "
-          f"{'yes' if same else 'NO'}")
+    same = same_episode(full, lean)
     controls = full["controls"]
     observations = len(full["hashes"])
     scale = REFERENCE_CONTROLS / controls if controls else float("nan")

@@ -22,13 +22,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from pytest_libero.evidence.ffmpeg import (
-    CAMERA_CODECS,
-    DEFAULT_CODEC,
-    LOSSLESS_CODECS,
-    FrameReader,
-    FrameWriter,
-)
+from pytest_libero.evidence.ffmpeg import LOSSLESS_CODECS, FrameReader, FrameWriter, camera_codec
 from pytest_libero.evidence.layout import (
     CAMERA_NAME,
     CONTROLS_NAME,
@@ -37,6 +31,7 @@ from pytest_libero.evidence.layout import (
     decode_array,
     encode_array,
 )
+from pytest_libero.evidence.reader import decode_images
 from pytest_libero.files import json_text, read_jsonl
 from pytest_libero.protocol.hashing import array_sha256
 
@@ -95,20 +90,16 @@ class ControlFrames:
     def describe(self) -> dict[str, Any]:
         return {"index": CONTROLS_NAME, "count": self.controls,
                 "streams": {camera: {"path": control_stream_name(camera), "frames": w.frames,
-                                     "codec": _codec(camera)}
+                                     "codec": camera_codec(camera)}
                             for camera, w in sorted(self._streams.items())}}
 
     def _stream(self, camera: str, image: np.ndarray) -> FrameWriter:
         stream = self._streams.get(camera)
         if stream is None:
             stream = FrameWriter(self.folder / control_stream_name(camera), image.shape,
-                                 LOSSLESS_CODECS[_codec(camera)], self.fps, self._reaper)
+                                 LOSSLESS_CODECS[camera_codec(camera)], self.fps, self._reaper)
             self._streams[camera] = stream
         return stream
-
-
-def _codec(camera: str) -> str:
-    return CAMERA_CODECS.get(camera, DEFAULT_CODEC)
 
 
 def read_control_hashes(case_dir: Path | str) -> list[dict[str, str]] | None:
@@ -138,17 +129,8 @@ def read_control_frames(
     readers: dict[str, FrameReader] = {}
     try:
         for line in read_jsonl(folder / CONTROLS_NAME):
-            images: dict[str, np.ndarray] = {}
-            for camera, entry in sorted(line["images"].items()):
-                reader = readers.get(camera)
-                if reader is None:
-                    reader = FrameReader(folder / control_stream_name(camera), tuple(entry["shape"]))
-                    readers[camera] = reader
-                image = reader.frame(int(entry["frame"]))
-                if array_sha256(image) != entry["sha256"]:
-                    raise EvidenceError(f"{control_stream_name(camera)}: frame {entry['frame']} "
-                                        f"(control {line['control']}) does not decode to its recorded sha256")
-                images[camera] = image
+            images = decode_images(folder, line["images"], readers, control_stream_name,
+                                   f"control {line['control']}")
             proprio = None if line.get("proprio") is None else decode_array(line["proprio"])
             if proprio is not None and array_sha256(proprio) != line["proprio"]["sha256"]:
                 raise EvidenceError(f"{CONTROLS_NAME}: the proprio of control {line['control']} "

@@ -35,6 +35,11 @@ LOSSLESS_CODECS: dict[str, list[str]] = {
 DEFAULT_CODEC = "ffv1"
 CAMERA_CODECS: Mapping[str, str] = {"agentview": "x264rgb"}
 
+
+def camera_codec(camera: str) -> str:
+    """The lossless codec a camera's streams use (its own, else the default)."""
+    return CAMERA_CODECS.get(camera, DEFAULT_CODEC)
+
 VIDEO_ARGS = [
     "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p",
     # Convert with the BT.709 matrix and say so in the stream, as browsers assume.

@@ -8,7 +8,7 @@ level, the observations themselves (:func:`read_observations`) only at level ful
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,19 +89,8 @@ def _decode(
         for line in read_jsonl(folder / INDEX_NAME):
             if _line_level(line) not in (None, FULL):
                 raise EvidenceError(_not_kept(folder, REPLAYABLE, f" (call {line['call']})"))
-            images: dict[str, np.ndarray] = {}
-            for camera, entry in sorted(line["images"].items()):
-                reader = readers.get(camera)
-                if reader is None:
-                    reader = FrameReader(folder / stream_name(camera), tuple(entry["shape"]))
-                    readers[camera] = reader
-                image = reader.frame(int(entry["frame"]))
-                if verify and array_sha256(image) != entry["sha256"]:
-                    raise EvidenceError(
-                        f"{stream_name(camera)}: frame {entry['frame']} (call {line['call']}) "
-                        f"decodes to sha256 {array_sha256(image)}, recorded {entry['sha256']}"
-                    )
-                images[camera] = image
+            images = decode_images(folder, line["images"], readers, stream_name,
+                                   f"call {line['call']}", verify=verify)
             proprio = None if line["proprio"] is None else decode_array(line["proprio"])
             if verify and proprio is not None and array_sha256(proprio) != line["proprio"]["sha256"]:
                 raise EvidenceError(f"{INDEX_NAME}: proprio of call {line['call']} does not match its hash")
@@ -109,6 +98,25 @@ def _decode(
     finally:
         for reader in readers.values():
             reader.close()
+
+
+def decode_images(folder: Path, entries: Mapping[str, Any], readers: dict[str, FrameReader],
+                  stream: Callable[[str], str], where: str, *, verify: bool = True) -> dict[str, np.ndarray]:
+    """One index line's images (camera -> ``frame``, ``shape``, ``sha256``), decoded from
+    the camera's lossless stream (``stream(camera)`` names it; ``readers`` keeps one open
+    per camera across lines), each checked against its recorded sha256 with ``verify``."""
+    images: dict[str, np.ndarray] = {}
+    for camera, entry in sorted(entries.items()):
+        reader = readers.get(camera)
+        if reader is None:
+            reader = FrameReader(folder / stream(camera), tuple(entry["shape"]))
+            readers[camera] = reader
+        image = reader.frame(int(entry["frame"]))
+        if verify and array_sha256(image) != entry["sha256"]:
+            raise EvidenceError(f"{stream(camera)}: frame {entry['frame']} ({where}) decodes to "
+                                f"sha256 {array_sha256(image)}, recorded {entry['sha256']}")
+        images[camera] = image
+    return images
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,10 @@ import numpy as np
 
 from pytest_libero.evidence.controls import ControlFrames, Scene
 from pytest_libero.evidence.ffmpeg import (
-    CAMERA_CODECS,
-    DEFAULT_CODEC,
     LOSSLESS_CODECS,
     VIDEO_ARGS,
     FrameWriter,
+    camera_codec,
     ffmpeg_exe,
     ffmpeg_version,
     finish_all,
@@ -287,7 +286,7 @@ class CaseEvidence:
                 "count": self._observations,
                 "streams": {
                     camera: {
-                        "path": stream_name(camera), "codec": self._codec(camera),
+                        "path": stream_name(camera), "codec": camera_codec(camera),
                         "frames": w.frames, "shape": list(w.shape),
                     }
                     for camera, w in sorted(self._streams.items())
@@ -312,9 +311,6 @@ class CaseEvidence:
             writers += self._control_frames.writers()
         return writers + ([self._video] if self._video is not None else [])
 
-    def _codec(self, camera: str) -> str:
-        return CAMERA_CODECS.get(camera, DEFAULT_CODEC)
-
     def _check_camera(self, camera: str, image: np.ndarray) -> None:
         """A camera's first image: a name that can name its stream, uint8 RGB."""
         if camera in self._cameras:
@@ -330,7 +326,7 @@ class CaseEvidence:
             return stream
         name = stream_name(camera)
         stream = FrameWriter(self.folder / name, image.shape,
-                              LOSSLESS_CODECS[self._codec(camera)], self.fps, self._procs)
+                              LOSSLESS_CODECS[camera_codec(camera)], self.fps, self._procs)
         self._streams[camera] = stream
         return stream
 

@@ -26,7 +26,7 @@ from pytest_libero.inloop.keywords import option_args
 from pytest_libero.inloop.served import OneObject, serving
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, new_run_id, read_json, read_results
+from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, new_run_id, outcomes_after, read_json
 
 Progress = Callable[[int, int, int], None]
 """``progress(done, total, successes)``: told each time a case finishes."""
@@ -213,32 +213,37 @@ def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None)
 
 
 class _Told:
-    """Progress from the run folder: results.jsonl gains a line per finished case."""
+    """Progress from the run folder: results.jsonl gains a line per finished case, read
+    from where the last look stopped (a full run's file is tens of MB)."""
 
     def __init__(self, run_dir: Path, progress: Progress | None) -> None:
         self.run_dir, self.progress = run_dir, progress
         self.line = progress is None and sys.stderr.isatty()
-        self.seen = (-1, -1)
+        self.total: int | None = None
+        self.offset, self.done, self.successes = 0, 0, 0
+        self.told = False
 
     def update(self) -> None:
         try:
-            records = read_results(self.run_dir)
-            total = len(read_json(self.run_dir, RUN_NAME)["plan"]["selection_cases"])
+            if self.total is None:  # run.json is written once, at the session's start
+                self.total = len(read_json(self.run_dir, RUN_NAME)["plan"]["selection_cases"])
+            outcomes, self.offset = outcomes_after(self.run_dir, self.offset)
         except (SetupError, OSError, ValueError, KeyError, TypeError):
-            return  # not started yet, or a line being written: the next poll sees it
-        done = len(records)
-        successes = sum(r["outcome"] == "success" for r in records)
-        if (done, total) == self.seen:
+            return  # not started yet: the next poll sees it
+        if not outcomes and self.told:
             return
-        self.seen = (done, total)
+        self.done += len(outcomes)
+        self.successes += outcomes.count("success")
+        self.told = True
         if self.progress is not None:
-            self.progress(done, total, successes)
+            self.progress(self.done, self.total, self.successes)
         elif self.line:
-            sys.stderr.write(f"\rpytest-libero evaluate: {done}/{total} cases, {successes} successes")
+            sys.stderr.write(f"\rpytest-libero evaluate: {self.done}/{self.total} cases, "
+                             f"{self.successes} successes")
             sys.stderr.flush()
 
     def close(self) -> None:
-        if self.line and self.seen[0] >= 0:
+        if self.line and self.told:
             sys.stderr.write("\n")
 
 

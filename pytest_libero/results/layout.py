@@ -42,7 +42,7 @@ from typing import Any
 
 from pytest_libero.episode.record import CaseRecord, record_from_json
 from pytest_libero.episode.record_check import RECORD_LIMIT
-from pytest_libero.files import CorruptLine, Refused, read_capped, read_jsonl
+from pytest_libero.files import CorruptLine, Refused, open_regular, read_capped, read_jsonl
 from pytest_libero.protocol.errors import SetupError
 
 RUN_NAME = "run.json"
@@ -172,6 +172,25 @@ def _summary_problem(summary: Any) -> str | None:
     if robustness is not None and not isinstance(robustness, dict):
         return f"{SUMMARY_NAME}'s robustness is a {type_name(robustness)}, not a table"
     return None
+
+
+def outcomes_after(folder: Path, offset: int) -> tuple[list[str], int]:
+    """The outcomes of the results.jsonl lines written whole since byte ``offset``, and
+    the offset after them: what a reader following a live run needs each time it looks,
+    without reading the file again from its start (OSError: no file yet; CorruptLine: a
+    line that is not a record's)."""
+    path = folder / RESULTS_NAME
+    with open_regular(path) as stream:
+        stream.seek(offset)
+        data = stream.read(16 * RECORD_LIMIT)  # bounded; the next look reads on
+    whole = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next look
+    outcomes = []
+    for line in whole.splitlines():
+        try:
+            outcomes.append(str(json.loads(line)["outcome"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptLine(f"{path}: a line after byte {offset} is not a case record ({exc})") from None
+    return outcomes, offset + len(whole)
 
 
 def read_results(folder: Path, option: str = "") -> list[CaseRecord]:
