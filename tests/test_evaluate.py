@@ -102,6 +102,43 @@ def test_a_profile_name_and_an_endpoint_go_the_command_line_s_way(tmp_path: Path
     assert profile["endpoint"] == f"ws://127.0.0.1:{port}"
 
 
+class Batched(Still):
+    """A factory's object with ``infer_batch``: every request of the run comes through it,
+    and each call's batch size is kept in the list the factory's objects share."""
+
+    def __init__(self, batches: list[int]) -> None:
+        super().__init__()
+        self.batches = batches
+
+    def infer_batch(self, observations: list[Any], episodes: list[Any]) -> list[dict[str, Any]]:
+        self.batches.append(len(observations))
+        return [episode.infer(observation) for observation, episode in zip(observations, episodes)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(tmp_path: Path) -> None:
+    batches: list[int] = []
+    built: list[Batched] = []
+
+    def factory() -> Batched:
+        built.append(Batched(batches))
+        return built[-1]
+
+    found = evaluate(factory, task_ids=[0, 1, 2], workers=2, gpus=[0], results=tmp_path,
+                     **SHORT)  # type: ignore[arg-type]
+    assert found.outcomes == {f"libero_10-0{i}": "failure" for i in range(3)}, found.outcomes
+    records = [json.loads(line) for line in (found.run_dir / "results.jsonl").read_text().splitlines()]
+    assert {r["worker"] for r in records} == {"gw0", "gw1"}
+    assert {(r["gpu"], r["egl_device"]) for r in records} == {("0", "0")}
+    assert all(r["policy_metadata"]["pytest_libero/server"]["infer_batch"] for r in records)
+    assert sum(batches) == 3 * 2 and sum(b.calls for b in built) == 6  # 2 calls per case, all batched
+    assert len(built) >= 2  # a second object for the second concurrent episode
+    assert all(getattr(b, "closed", False) for b in built)  # a factory's objects are closed
+    assert closed(port_of(found))
+
+
 INTERRUPTED = textwrap.dedent('''
     import json, os, signal, sys
     import numpy as np
@@ -155,12 +192,16 @@ def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("policy", "kwargs", "error", "said"), [
     (object(), {}, TypeError, "needs a profile name, an endpoint (ws://HOST:PORT), a policy object"),
-    (Still(), {"workers": 2}, EvaluationRefused, "serves one episode at a time, and workers=2"),
+    (Still(), {"workers": 2}, EvaluationRefused, "serves one episode at a time, and 2 workers"),
+    (Still(), {"gpus": [0, 1]}, EvaluationRefused, "and 2 workers would run 2 at once: pass a factory"),
+    (Still(), {"gpus": "0,0"}, EvaluationRefused, "--libero-gpus='0,0': give distinct GPU indices"),
+    (Still(), {"workers": 0}, EvaluationRefused, "workers=0: give a whole number of at least 1"),
     (Still(), {"scope": "everything"}, EvaluationRefused,
      "--libero-scope='everything' is unknown; allowed: smoke, development"),
     (Still(), {"task_ids": "x"}, EvaluationRefused, "--libero-task-ids"),
     ("no_such_profile", {}, EvaluationRefused, "no_such_profile"),
-], ids=["no-policy", "object-with-workers", "bad-scope", "bad-task-ids", "unknown-profile"])
+], ids=["no-policy", "object-with-workers", "object-with-gpus", "bad-gpus", "no-workers",
+        "bad-scope", "bad-task-ids", "unknown-profile"])
 def test_bad_input_is_refused_before_any_case(policy: Any, kwargs: dict[str, Any], error: type,
                                                said: str, tmp_path: Path) -> None:
     with pytest.raises(error, match=None) as raised:

@@ -20,16 +20,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.inloop.evaluation import Evaluation
-from pytest_libero.inloop.keywords import option_args
+from pytest_libero.inloop.keywords import option_args, spelled
+from pytest_libero.inloop.progress import Progress, Told
 from pytest_libero.inloop.served import OneObject, serving
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
-from pytest_libero.results.layout import RUN_NAME, SUMMARY_NAME, new_run_id, outcomes_after, read_json
+from pytest_libero.results.layout import SUMMARY_NAME, new_run_id
 
-Progress = Callable[[int, int, int], None]
-"""``progress(done, total, successes)``: told each time a case finishes."""
 PROFILE_NAME = "evaluate"
 """The run folder's profile name when the policy is an object or a factory."""
 INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, "
@@ -41,6 +41,7 @@ USAGE_ERROR = 4
 """pytest's exit code for a usage error (``pytest.ExitCode.USAGE_ERROR``): the plugin's
 refusal of an option, before any case."""
 POLL_S = 0.5
+"""How often the run folder is looked at for progress."""
 STOP_S = 60.0
 """How long an interrupted child may take to write its summary before it is killed."""
 
@@ -83,9 +84,11 @@ def evaluate(
     (``ws://HOST:PORT``), a policy object (``infer``, ``reset``, ``metadata``; one
     episode at a time, so ``workers`` must be 1), or a factory of them (called once per
     concurrent episode). Every other keyword is the plugin option of the same name
-    (``keywords.KEYWORDS``; None: the option's default); ``workers`` is ``-n``;
-    anything else goes in ``pytest_args``. ``progress(done, total, successes)`` is told
-    as cases finish; without it a terminal gets a progress line.
+    (``keywords.KEYWORDS``; None: the option's default); ``workers`` is ``-n``, and
+    ``gpus`` without ``workers`` runs one worker per GPU, as ``--libero-gpus`` does (the
+    GPUs are the simulator workers'; a served policy stays on its own device); anything
+    else goes in ``pytest_args``. ``progress(done, total, successes)`` is told as cases
+    finish; without it a terminal gets a bar (tqdm's when installed).
 
     Raises :class:`EvaluationRefused` (in the plugin's words) for what the command line
     refuses, TypeError for a policy of no usable kind, :class:`EvaluationFailed` when
@@ -97,13 +100,11 @@ def evaluate(
         "min_success": min_success, "decide": decide, "order_seed": order_seed,
         "evidence": evidence, "budget_mode": budget_mode, "max_policy_calls": max_policy_calls,
         "replan_interval": replan_interval, "track": track, "gpus": gpus})
-    if type(workers) is not int or workers < 1:
-        raise EvaluationRefused(f"workers={workers!r}: give a whole number of at least 1 (pytest -n)")
     root = Path(results if results is not None else "libero-results").resolve()
     run = run_id or new_run_id()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
         log = Path(scratch) / "pytest.log"
-        with _reached(policy, workers, Path(scratch)) as (profile, profile_name):
+        with _reached(policy, _workers(workers, gpus), Path(scratch)) as (profile, profile_name):
             argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider",
                     f"--libero-profile={profile}", *options, f"--libero-results={root}",
                     f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []),
@@ -117,6 +118,19 @@ def evaluate(
         raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary at {run_dir}: "
                                f"{said}")
     return Evaluation.read(run_dir, code)
+
+
+def _workers(workers: int, gpus: Sequence[int] | str | None) -> int:
+    """How many episodes run at once: ``workers``, or with ``gpus`` and no ``workers``
+    one per GPU (``--libero-gpus`` without ``-n``)."""
+    if type(workers) is not int or workers < 1:
+        raise EvaluationRefused(f"workers={workers!r}: give a whole number of at least 1 (pytest -n)")
+    if workers > 1 or gpus is None:
+        return workers
+    try:
+        return len(parse_gpus(spelled(gpus)))
+    except SetupError as exc:
+        raise EvaluationRefused(str(exc)) from None
 
 
 @contextmanager
@@ -139,7 +153,7 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
     if hasattr(policy, "infer"):
         if workers > 1:
             raise EvaluationRefused(f"a policy object ({_named(type(policy))}) serves one episode "
-                                    f"at a time, and workers={workers} would run {workers} at once: "
+                                    f"at a time, and {workers} workers would run {workers} at once: "
                                     "pass a factory that builds one object per episode")
         factory: Callable[[], Policy] = OneObject(_usable(policy, "the policy object"))
         close, what = False, type(policy)
@@ -187,7 +201,7 @@ def _profile_file(work: Path, endpoint: str, description: str, *, counters: bool
 def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None) -> int:
     """Run the child pytest to its end, telling progress; Ctrl-C interrupts it (its
     summary is written) and is raised again once it has ended."""
-    told = _Told(run_dir, progress)
+    told = Told(run_dir, progress)
     with log.open("wb") as sink:
         child = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
@@ -210,41 +224,6 @@ def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None)
             told.update()
             told.close()
     return code
-
-
-class _Told:
-    """Progress from the run folder: results.jsonl gains a line per finished case, read
-    from where the last look stopped (a full run's file is tens of MB)."""
-
-    def __init__(self, run_dir: Path, progress: Progress | None) -> None:
-        self.run_dir, self.progress = run_dir, progress
-        self.line = progress is None and sys.stderr.isatty()
-        self.total: int | None = None
-        self.offset, self.done, self.successes = 0, 0, 0
-        self.told = False
-
-    def update(self) -> None:
-        try:
-            if self.total is None:  # run.json is written once, at the session's start
-                self.total = len(read_json(self.run_dir, RUN_NAME)["plan"]["selection_cases"])
-            outcomes, self.offset = outcomes_after(self.run_dir, self.offset)
-        except (SetupError, OSError, ValueError, KeyError, TypeError):
-            return  # not started yet: the next poll sees it
-        if not outcomes and self.told:
-            return
-        self.done += len(outcomes)
-        self.successes += outcomes.count("success")
-        self.told = True
-        if self.progress is not None:
-            self.progress(self.done, self.total, self.successes)
-        elif self.line:
-            sys.stderr.write(f"\rpytest-libero evaluate: {self.done}/{self.total} cases, "
-                             f"{self.successes} successes")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.line and self.told:
-            sys.stderr.write("\n")
 
 
 def _said(log: Path) -> str:

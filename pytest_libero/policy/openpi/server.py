@@ -272,11 +272,14 @@ class PolicyServer:
                 dispatcher.cancel()
 
     def close(self, *, policies: bool = True) -> None:
-        """Close every policy object built (``policies``), on the policy thread, then stop
-        it. A caller that lent its own object keeps it open (``policies=False``)."""
+        """Close every policy object built that has ``close`` (``policies``), on the policy
+        thread, then stop it. A caller that lent its own object keeps it open
+        (``policies=False``)."""
         if policies:
             for policy in self._built:
-                self._thread.submit(policy.close).result()
+                closing = getattr(policy, "close", None)
+                if callable(closing):
+                    self._thread.submit(closing).result()
         self._thread.shutdown()
 
 
