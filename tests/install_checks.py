@@ -3,11 +3,12 @@
 A test file subclasses :class:`InstalledProduct` and names its artifact; the class
 installs it once (not editable, into a fresh venv of the tests' own Python) and runs,
 each from an empty folder outside the checkout: the zero smoke, the demo, a perturbed
-case, ``pytest-libero verify`` of that run and ``pytest-libero report`` of the demo's
-Allure results. The demo and the perturbed run trace every file the package opens
-(tests/open_trace.py): each must be listed in the install's RECORD, none may come from
-the checkout, and the files each run needs (the demo's recordings, the perturbations'
-tables) must be among them, so a trace that saw nothing fails.
+case, ``pytest-libero verify`` of that run, ``pytest-libero report`` of the demo's
+Allure results and a script's ``evaluate`` of a policy object. The demo, the perturbed
+run and the script trace every file the package opens (tests/open_trace.py): each must
+be listed in the install's RECORD, none may come from the checkout, and the files each
+run needs (the demo's recordings, the perturbations' tables, the catalog) must be among
+them, so a trace that saw nothing fails.
 """
 
 from __future__ import annotations
@@ -29,6 +30,29 @@ SMOKE_CAP = ("--libero-budget-mode=decisions", "--libero-max-policy-calls=1")
 """The smoke and the perturbed cases stop after one policy call: their proof is that a
 case builds, runs and is scored, not how long it lasts."""
 PERTURBED_CASES = ("libero_10-00", "libero_10-00~environment2", "libero_10-00~semantic2")
+
+
+EVALUATE_SCRIPT = """\
+import numpy as np
+from pytest_libero import evaluate
+
+
+class Still:
+    metadata = {}
+
+    def reset(self):
+        pass
+
+    def infer(self, observation):
+        return {"actions": np.zeros((5, 7))}
+
+
+found = evaluate(Still(), scope="task_coverage", suite="libero_10", task_ids=[0],
+                 budget_mode="decisions", max_policy_calls=1)
+print(*(f"{case}={outcome}" for case, outcome in found.outcomes.items()), f"gate={found.gate}")
+"""
+"""A training script's call of ``evaluate`` on an object of its own, run by the installed
+Python from a folder of its own."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +159,18 @@ class InstalledProduct:
         needed = {f"pytest_libero/data/{name}" for name in (
             "environment_room.json", "libero_instructions.json", "profiles/zero.toml")}
         assert_opens_only_installed_files(perturbed, installed, needed)
+
+    def test_evaluate_serves_an_object_of_the_caller_s_process(self, installed: Installed,
+                                                               tmp_path: Path) -> None:
+        work = tmp_path / "work"
+        work.mkdir()
+        (work / "train.py").write_text(EVALUATE_SCRIPT)
+        ran = run_traced(installed, work, ["python", "train.py"])
+        assert ran.done.returncode == 0, ran.output[-4000:]
+        assert ran.done.stdout.split() == ["libero_10-00=failure", "gate=none"], ran.output[-4000:]
+        records = run_records(run_folder(work / "libero-results", "evaluate"))
+        assert [r["outcome"] for r in records] == ["failure"], records
+        assert_opens_only_installed_files(ran, installed, {"pytest_libero/data/libero_catalog.json"})
 
     def test_verify_reexecutes_the_perturbed_run(self, perturbed: Ran, installed: Installed) -> None:
         run = run_folder(perturbed.work / "libero-results", "zero")
