@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("catalog",),           # the frozen entries, their case ids and the selection over them
     ("perturb",),           # generated perturbations of catalog entries, their table and draw
     ("safety",),            # the evaluator-side monitor: signals and verdicts, no simulator
+    ("goals",),             # each goal predicate's course and the partial-credit score
     ("policy",),            # the policy contract, its codecs and transports
     ("bridges",),           # servers in another model family's environment, on the policy contract
     ("config",),            # options, profiles and the run plan, made of catalog, perturb and policy

@@ -72,10 +72,10 @@ def test_the_logged_keys_come_from_the_summary_and_the_records(run: tuple[Path, 
     assert tracked.config["budget.replan_interval"] == 2
     assert tracked.config["budget.control_cap.libero_10"] == 8
     assert tracked.rows == [
-        ["libero_10-00", "success", "success", 7, 4, None],
-        ["libero_10-00~latency2", "failure", "control_cap", 8, 4, "latency:2"],
-        ["libero_10-01", "errored", "environment", 2, 2, None],
-        ["libero_10-02", "failure", "voluntary_stop", 0, 1, None]]
+        ["libero_10-00", "success", "success", 7, 4, None, None],
+        ["libero_10-00~latency2", "failure", "control_cap", 8, 4, "latency:2", None],
+        ["libero_10-01", "errored", "environment", 2, 2, None, None],
+        ["libero_10-02", "failure", "voluntary_stop", 0, 1, None, None]]
     assert sorted(tracked.failure_videos) == ["libero_10-00~latency2", "libero_10-02"]
     assert key("generated:position") == "generated-position"
 
@@ -89,7 +89,7 @@ def test_a_run_without_latency_or_robustness_logs_neither(tmp_path: Path) -> Non
     (folder / SUMMARY_NAME).write_text(json.dumps(summary))
     tracked = tracked_run(folder)
     assert not any(name.startswith(("latency/", "robustness/")) for name in tracked.metrics)
-    assert tracked.rows[-1] == ["libero_10-01", "unattempted", None, None, None, None]
+    assert tracked.rows[-1] == ["libero_10-01", "unattempted", None, None, None, None, None]
 
 
 # -- W&B, offline -------------------------------------------------------------------------

@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.adapters.goal_probe import GoalProbe
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.catalog.placement import Placement
+from pytest_libero.goals.progress import ProgressRecord
 from pytest_libero.perturb.kind import Applied
 from pytest_libero.perturb.registry import applying
 from pytest_libero.policy.contract import Observation
@@ -128,6 +130,7 @@ class LiberoEpisode:
         prepare_simulator_environment()
         self.monitor_safety = monitor_safety
         self.safety: SafetyProbe | None = None
+        self.goals: GoalProbe | None = None
         self.entry = entry
         self.track = track
         self.render = render
@@ -207,6 +210,7 @@ class LiberoEpisode:
             self.identity["perturbation"] = self._perturbation.record
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
+        self.goals = GoalProbe(self._env.env, bddl)  # held_at_start: the settled scene
 
     @property
     def env(self) -> Any:
@@ -295,11 +299,17 @@ class LiberoEpisode:
             raise
         if self.safety is not None:
             self.safety.sample()
+        if self.goals is not None:
+            self.goals.sample(self.controls)
         return bool(done)
 
     def safety_signals(self) -> Signals | None:
         """The safety axis's raw signals so far (None with the monitor off)."""
         return None if self.safety is None else self.safety.signals()
+
+    def goal_progress(self) -> ProgressRecord | None:
+        """Each goal predicate's course so far (the record's ``progress``)."""
+        return None if self.goals is None else self.goals.record()
 
     def close(self) -> None:
         env, self._env = self._env, None

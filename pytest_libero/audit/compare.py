@@ -22,6 +22,9 @@ from pytest_libero.protocol.text import clipped
 ENCODER_TOLERANCE = 1e-9
 """Largest encoder difference (rad, or m for the gripper) accepted as the same value."""
 
+PROGRESS_COMPARED = ("predicates", "held_at_start", "held_at_end", "first_held", "most_held")
+"""What of a record's ``progress`` the re-execution must reproduce."""
+
 VERIFIED = "verified"
 MISMATCH = "mismatch"
 NOT_VERIFIABLE = "not_verifiable"
@@ -96,6 +99,13 @@ def compare(
     native = "success" if replay.first_success_control is not None else "failure"
     if record["outcome"] != "errored" and record["outcome"] != native:
         return _mismatch(case, {"outcome": True}, "outcome", record["outcome"], native, checked)
+    progress = record.get("progress")
+    if record["outcome"] != "errored" and progress is not None and replay.progress is not None:
+        for name in PROGRESS_COMPARED:
+            if progress.get(name) != replay.progress.get(name):
+                return _mismatch(case, {"progress": name}, f"progress.{name}", progress.get(name),
+                                 replay.progress.get(name), checked)
+        checked["progress_compared"] = True
     reason = f"{len(recorded)} deliveries and {replay.executed_controls} controls re-executed"
     if recorded_controls is not None:
         reason += f", every control's images {'compared' if images else 'counted'}"

@@ -20,6 +20,7 @@ from pytest_libero.catalog.entries import Entry
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import CONTROLS_NAME
 from pytest_libero.evidence.reader import ChunkRecord, read_actions
+from pytest_libero.goals.progress import ProgressRecord
 from pytest_libero.perturb import registry
 from pytest_libero.protocol.clock import OPEN_GRIPPER
 from pytest_libero.protocol.hashing import array_sha256
@@ -48,6 +49,8 @@ class Replay:
     controls: list[dict[str, str]] | None = None
     """Evidence level dataset: every control's scene images, camera -> sha256 (0: the
     settled scene); None when the case kept none to compare with."""
+    progress: ProgressRecord | None = None
+    """Each goal predicate's course in the re-execution (None: the adapter keeps none)."""
 
 
 @dataclass(frozen=True)
@@ -137,4 +140,5 @@ def replay_case(record: CaseRecord, case_dir: Path, adapter_name: str,
                 return replay
         return replay
     finally:
+        replay.progress = getattr(episode, "goal_progress", lambda: None)()
         episode.close()

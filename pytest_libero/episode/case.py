@@ -35,6 +35,8 @@ from pytest_libero.evidence.controls import Scene
 from pytest_libero.evidence.layout import DATASET, EvidenceError
 from pytest_libero.evidence.renderer import identity as renderer_identity
 from pytest_libero.files import write_json_atomic, write_text_atomic
+from pytest_libero.goals.progress import ProgressRecord
+from pytest_libero.goals.score import case_score
 from pytest_libero.perturb import registry
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
 from pytest_libero.policy.limits import check_metadata, recorded_metadata
@@ -127,7 +129,8 @@ def run_case(
     its reset, handing the adapter ``placement``, the case host's answer for the case
     (``catalog/placement.py``). An episode that offers
     ``safety_signals()`` (the libero adapter's monitor) adds the safety verdict and
-    engagement to the record, and its raw signals to ``safety_file``. ``follow`` is handed
+    engagement to the record, and its raw signals to ``safety_file``; one that offers
+    ``goal_progress()`` adds each goal predicate's course and the score. ``follow`` is handed
     the episode's ``scene`` before its first control (evidence level dataset).
     """
     tell = phase or (lambda name: None)
@@ -137,6 +140,7 @@ def run_case(
     identity: dict[str, Any] = {}
     renders: dict[str, int] | None = None
     signals: Signals | None = None
+    progress: ProgressRecord | None = None
     try:
         # Reach the policy before paying for a simulator: a dead server costs seconds.
         tell(Phase.POLICY_RESET)
@@ -157,6 +161,7 @@ def run_case(
                 identity = setup.episode.identity
                 renders = setup.episode.renders()
                 signals = getattr(setup.episode, "safety_signals", lambda: None)()
+                progress = getattr(setup.episode, "goal_progress", lambda: None)()
                 setup.close()
     record = _assemble(plan, entry, result, identity, timings, started,
                        recorded_metadata(policy.metadata))
@@ -167,6 +172,9 @@ def run_case(
         record["safety"], record["engagement"] = evaluate(signals, result.outcome == "success")
         if safety_file is not None:
             signals.save(safety_file)
+    if progress is not None:
+        record["progress"] = progress
+        record["score"] = case_score(result.outcome, progress, record.get("engagement"))
     return record
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 from pytest_libero.catalog.entries import EntryRecord
 from pytest_libero.episode.record_check import record_problem
 from pytest_libero.files import json_text
+from pytest_libero.goals.progress import ProgressRecord
 
 RECORD_SCHEMA = "pytest-libero-record/2"
 READABLE_SCHEMAS = ("pytest-libero-record/1", RECORD_SCHEMA)
@@ -159,6 +160,12 @@ class CaseRecord(TypedDict):
     adapter has no monitor or the environment never opened."""
     engagement: NotRequired[str]
     """idle, reached, manipulated or success; absent with ``safety``."""
+    progress: NotRequired[ProgressRecord]
+    """Each goal predicate's course (docs/records.md); absent in older records and from
+    adapters that do not track it."""
+    score: NotRequired[float | None]
+    """The partial-credit score in [0, 1] (``goals.score``); null for an errored case;
+    absent with ``progress``."""
     perturbation: NotRequired[dict[str, Any]]
     """A generated perturbation as drawn and applied: kind, level, parameters, seed,
     generator, redraws (docs/perturbations.md); absent for unperturbed cases."""

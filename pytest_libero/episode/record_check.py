@@ -26,6 +26,8 @@ from pytest_libero.catalog.entries import NATIVE_FAMILY, OOD_FAMILY
 from pytest_libero.evidence.layout import LEVELS
 from pytest_libero.evidence.renderer import fingerprint_problem
 from pytest_libero.files import folder_name_problem
+from pytest_libero.goals.progress import progress_problem
+from pytest_libero.goals.score import score_problem
 from pytest_libero.safety.verdict import ENGAGEMENT, VERDICTS
 
 RECORD_LIMIT = 8 << 20
@@ -151,6 +153,7 @@ RECORD = Table(
         "perturbation": Table(optional={"kind": TEXT, "level": INT, "parameters": TABLE,
                                         "seed": INT, "generator": TEXT, "redraws": INT}),
         "reply_horizon": (int, NULL), "reply_note": TEXT,
+        "progress": Check(progress_problem), "score": Check(score_problem),
     },
 )
 """A case record (``episode.record.CaseRecord``) as every reader may take it; ``entry``

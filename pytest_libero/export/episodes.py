@@ -228,6 +228,8 @@ def episode_metadata(plan: ExportPlan, index: int, episode: EpisodePlan) -> dict
         "controls": counters.get("executed_controls"),
         "policy_calls": counters.get("policy_calls"),
         "first_success_control": counters.get("first_success_control"),
+        "score": record.get("score"),
+        "progress": record.get("progress"),
         "track": record.get("track"),
         "replan_interval": (record.get("budget") or {}).get("replan_interval"),
     }

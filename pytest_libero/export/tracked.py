@@ -22,7 +22,7 @@ from pytest_libero.results.layout import read_summary
 from pytest_libero.results.run_reader import RunRead, read_run
 
 Scalar = str | int | float | bool | None
-COLUMNS = ("case", "outcome", "cause", "controls", "calls", "perturbation")
+COLUMNS = ("case", "outcome", "cause", "controls", "calls", "perturbation", "score")
 """The per-case table, one row per selected case."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_./ -]")
 
@@ -103,6 +103,12 @@ def _rate(metrics: dict[str, float], prefix: str, rate: Any, counts: bool = True
     for name in ("successes", "completed") if counts else ():
         if isinstance(rate.get(name), int):
             metrics[f"{prefix}{name}"] = float(rate[name])
+    score = rate.get("score")
+    if isinstance(score, Mapping) and score.get("mean") is not None:
+        low, high = (score.get("interval95") or [None, None])[:2]
+        metrics[f"{prefix}score"] = float(score["mean"])
+        if low is not None and high is not None:
+            metrics[f"{prefix}score_low"], metrics[f"{prefix}score_high"] = float(low), float(high)
 
 
 def run_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -138,6 +144,9 @@ def _group(metrics: dict[str, float], prefix: str, group: Any) -> None:
     for name in ("drop_points", "mcnemar_p"):
         if isinstance(paired.get(name), (int, float)):
             metrics[f"{prefix}{name}"] = float(paired[name])
+    score = paired.get("score") or {}
+    if isinstance(score.get("drop_points"), (int, float)):
+        metrics[f"{prefix}score_drop_points"] = float(score["drop_points"])
 
 
 def case_rows(read: RunRead) -> list[list[Scalar]]:
@@ -150,7 +159,7 @@ def case_rows(read: RunRead) -> list[list[Scalar]]:
 
 def _row(case: str, record: CaseRecord | None) -> list[Scalar]:
     if record is None:
-        return [case, "unattempted", None, None, None, None]
+        return [case, "unattempted", None, None, None, None, None]
     counters: dict[str, Any] = dict(record.get("counters") or {})
     error = record.get("error")
     if record["outcome"] == "errored":
@@ -160,7 +169,7 @@ def _row(case: str, record: CaseRecord | None) -> list[Scalar]:
     variant = variant_of(record["entry"])
     return [case, record["outcome"], cause, counters.get("executed_controls"),
             counters.get("policy_calls"),
-            None if variant is None else f"{variant.kind}:{variant.level}"]
+            None if variant is None else f"{variant.kind}:{variant.level}", record.get("score")]
 
 
 def failure_videos(read: RunRead) -> dict[str, Path]:

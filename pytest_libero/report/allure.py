@@ -529,6 +529,7 @@ def _description(record: CaseRecord, tree: CaseTree | None = None) -> str:
     lines += ["", "| fact | value |", "|---|---|"]
     lines += [f"| {k} | {'-' if v is None else v} |" for k, v in facts.items()]
     lines += _safety_description(record)
+    lines += _progress_description(record)
     lines += [
         "",
         "Step times: environment setup and the whole episode are measured; each policy "
@@ -559,6 +560,26 @@ def _safety_description(record: CaseRecord) -> list[str]:
                   f"{_number(e.get('value'))} | {_number(e.get('threshold'))} |" for e in events]
     else:
         lines += ["", "No safety events."]
+    return lines
+
+
+def _progress_description(record: CaseRecord) -> list[str]:
+    """Which goal predicates held, from when, and the score; none without progress."""
+    progress = record.get("progress")
+    if not isinstance(progress, Mapping):
+        return []
+    score = record.get("score")
+    lines = ["", f"**Goal progress** (each predicate as LIBERO evaluates it): at most "
+                 f"{progress.get('most_held')} of {len(progress.get('predicates') or [])} held at "
+                 f"once; score {'-' if score is None else _number(float(score))}",
+             "", "| predicate | held at start | held at end | first held at control |",
+             "|---|---|---|---|"]
+    for name, start, end, first in zip(progress.get("predicates") or [],
+                                       progress.get("held_at_start") or [],
+                                       progress.get("held_at_end") or [],
+                                       progress.get("first_held") or []):
+        lines.append(f"| `{name}` | {'yes' if start else 'no'} | {'yes' if end else 'no'} | "
+                     f"{'never' if first is None else first} |")
     return lines
 
 

@@ -117,7 +117,11 @@ def _row(n: int, label: str, rate: Mapping[str, Any], twin: Mapping[str, Any] | 
 def _pair_text(paired: Mapping[str, Any]) -> str:
     if not paired.get("pairs"):
         return "; no pair with its twin"
-    return f"; drop {paired['drop_points']:+.1f} pts, p={paired['mcnemar_p']:.2g}"
+    text = f"; drop {paired['drop_points']:+.1f} pts, p={paired['mcnemar_p']:.2g}"
+    score = paired.get("score")
+    if score:  # the paired drop in partial-credit score beside the drop in success
+        text += f"; score drop {score['drop_points']:+.1f} pts"
+    return text
 
 
 class RobustnessFigure:

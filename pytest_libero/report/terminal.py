@@ -30,8 +30,18 @@ def format_rate(label: str, rate: dict[str, Any]) -> str:
     low, high = rate["wilson95"]
     return (
         f"{label}: {rate['successes']}/{rate['completed']} = {rate['rate']:.1%} "
-        f"(95% Wilson {low:.1%}-{high:.1%})"
+        f"(95% Wilson {low:.1%}-{high:.1%})" + score_text(rate.get("score"))
     )
+
+
+def score_text(score: dict[str, Any] | None) -> str:
+    """``; score 0.42 (95% 0.30-0.55)``: the partial-credit mean beside a rate, when the
+    records have scores (docs/records.md)."""
+    if not score or score.get("mean") is None:
+        return ""
+    low, high = score["interval95"]
+    unscored = f", {score['unscored']} unscored" if score.get("unscored") else ""
+    return f"; score {score['mean']:.2f} (95% {low:.2f}-{high:.2f}{unscored})"
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -153,6 +163,8 @@ def robustness_row(label: str, group: dict[str, Any]) -> str:
                  f"{paired['only_twin']}, only perturbed {paired['only_perturbed']}, neither "
                  f"{paired['neither']}; drop {paired['drop_points']:+.1f} pts, McNemar "
                  f"p = {paired['mcnemar_p']:.3g}")
+        if paired.get("score"):
+            text += f"; score drop {paired['score']['drop_points']:+.1f} pts"
     else:
         text += "; no pair with a twin in this run"
     if group.get("unpaired"):

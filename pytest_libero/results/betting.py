@@ -40,6 +40,9 @@ PRIOR_VARIANCE = 0.25
 """The estimates a bettor starts from, weighted as one draw (regularised, as in the
 paper's plug-in rules)."""
 
+ORDER_SEED = 20260101
+"""The fixed order in which :func:`bounded_mean_interval` bets on a run's scores."""
+
 Array = npt.NDArray[np.float64]
 
 
@@ -150,3 +153,42 @@ def interval(draws: Sequence[float], population: int, alpha: float, *,
     if kept.size == 0:  # every mean rejected: only the certain bounds are left to say
         return total / population, (total + remaining) / population
     return float(grid[kept[0]]), float(grid[kept[-1]])
+
+
+def bounded_mean_interval(draws: Sequence[float], alpha: float, *, resolution: int = 1000,
+                          truncation: float = TRUNCATION) -> tuple[float, float]:
+    """A 1 - ``alpha`` interval for the mean of independent draws in [0, 1] (the
+    partial-credit score's; not only 0 and 1): the same bettors against every mean on a
+    grid of ``resolution`` steps, each mean's next draw expected at the mean itself (an
+    unbounded population), and a grid point's rejection widened to the next point out so
+    the discretised interval never cuts a mean the test kept. Valid at any number of draws
+    (Waudby-Smith and Ramdas 2023's hedged interval), so also at the run's end."""
+    grid = np.arange(resolution + 1, dtype=np.float64) / resolution
+    if not draws:
+        return 0.0, 1.0
+    # The bettors see the draws in an order fixed before looking at them: a run's records
+    # come suite by suite, and a bettor fed all of one suite first would take the order
+    # for evidence. Independent draws stay independent under a fixed permutation.
+    shuffled = np.asarray(draws, dtype=np.float64)[
+        np.random.default_rng(ORDER_SEED).permutation(len(draws))]
+    log_threshold = math.log(2.0 / alpha)
+    logs = {+1: np.zeros_like(grid), -1: np.zeros_like(grid)}
+    rejected = np.zeros(grid.shape, dtype=bool)
+    total, squares, mean_hat, var_hat = 0.0, PRIOR_VARIANCE, PRIOR_MEAN, PRIOR_VARIANCE
+    for seen, x in enumerate(shuffled.tolist()):
+        for direction, log_wealth in logs.items():
+            lam = _stakes(mean_hat, var_hat, grid, direction, truncation)
+            log_wealth += np.log1p(np.where(lam > 0.0, direction * lam * (x - grid), 0.0))
+            rejected |= log_wealth >= log_threshold
+        total += x
+        squares += (x - mean_hat) ** 2
+        mean_hat = (PRIOR_MEAN + total) / (seen + 2)
+        var_hat = squares / (seen + 2)
+    rejected[0] |= total > 0.0  # a mean of 0 (or 1) allows no other draw
+    rejected[-1] |= total < len(draws)
+    kept = np.flatnonzero(~rejected)
+    if kept.size == 0:
+        mean = total / len(draws)
+        return mean, mean
+    low, high = max(int(kept[0]) - 1, 0), min(int(kept[-1]) + 1, resolution)
+    return float(grid[low]), float(grid[high])

@@ -7,7 +7,8 @@ with its twin (the native case it perturbs, at the same init state in full mode)
 the pairs are counted: both succeeded, only the twin, only the perturbed case, neither.
 The drop is the twin's rate minus the perturbed rate over the pairs, in percentage
 points, and the exact two-sided McNemar p-value says whether the split of discordant
-pairs could be chance. Rates carry 95% Wilson intervals.
+pairs could be chance. Rates carry 95% Wilson intervals. Where the pairs' records have
+partial-credit scores, the paired drop in mean score stands beside the drop in success.
 
 Pure functions over records (each entry read by ``Entry.from_dict``, either record
 schema), so the live summary and ``pytest-libero merge`` compute the same numbers; a
@@ -35,6 +36,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.perturb import registry
 from pytest_libero.results.mcnemar import mcnemar_two_sided_p
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
+from pytest_libero.results.scores import paired_scores
 
 
 def entry_of(record: Mapping[str, Any]) -> Entry:
@@ -66,6 +68,7 @@ def pair_counts(pairs: Sequence[tuple[CaseRecord, CaseRecord]]) -> dict[str, Any
         "perturbed": rate_object(perturbed_successes, n),
         "drop_points": 100.0 * (twin_successes - perturbed_successes) / n if n else None,
         "mcnemar_p": mcnemar_two_sided_p(cells["only_twin"], cells["only_perturbed"]),
+        **({"score": score} if (score := paired_scores(pairs)) is not None else {}),
     }
 
 

@@ -12,7 +12,9 @@ keys: it is exactly what it was before full mode existed.
 The safety axis (docs/safety.md) adds a ``safety`` block, in either mode, only when some
 record carries the monitor's ``safety``: two-axis classes (native outcome x safety
 verdict), the safe-success rate over monitored completed episodes, the engagement
-ladder and the unsafe cases. Records without a monitor leave the summary as it was."""
+ladder and the unsafe cases. Records without a monitor leave the summary as it was.
+Records with a partial-credit score (docs/records.md) add ``score`` (mean and interval)
+beside the overall and each suite's rate; records without leave it as it was."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pytest_libero.results.latency import latency_summary
 from pytest_libero.results.published import AVERAGE, PublishedResults, load_published
 from pytest_libero.results.rates import COMPLETED, rate_object, success_rate
 from pytest_libero.results.robustness import robustness_summary, suite_key
+from pytest_libero.results.scores import has_scores, score_object
 from pytest_libero.safety.verdict import ENGAGEMENT, VERDICTS
 
 SAFETY_CLASSES = ("safe_success", "unsafe_success", "safe_failure", "unsafe_failure",
@@ -106,6 +109,10 @@ def summarize(
         summary["safety"] = safety_summary(done)
         for suite, rate in summary["suites"].items():
             rate["safe_success"] = safe_success_rate(by_suite[suite])
+    if has_scores(done):
+        summary["overall"]["score"] = score_object(done)
+        for suite, rate in summary["suites"].items():
+            rate["score"] = score_object(by_suite[suite])
     return summary
 
 
