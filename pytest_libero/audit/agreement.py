@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_libero.catalog.entries import PARAPHRASE, Entry, load_catalog
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.goals.score import case_score
 from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import LEVELS
 from pytest_libero.protocol.text import MESSAGE_LIMIT, clipped
@@ -129,4 +130,15 @@ def catalog_difference(record: CaseRecord) -> Difference | str | None:
         return Difference(f"entry.{difference.field}", difference.recorded, difference.other)
     if record["case"] != expected.case_id:
         return Difference("case", record["case"], expected.case_id)
+    return None
+
+
+def score_difference(record: CaseRecord) -> Difference | None:
+    """The record's score against the one its outcome, progress and engagement give
+    (``goals.score``): a score edited on its own is caught without a simulator."""
+    if "progress" not in record:
+        return None
+    expected = case_score(record["outcome"], record["progress"], record.get("engagement"))
+    if record.get("score") != expected:
+        return Difference("score", record.get("score", "(absent)"), expected)
     return None

@@ -30,6 +30,7 @@ from pytest_libero.audit.agreement import (
     bounded,
     catalog_difference,
     folder_difference,
+    score_difference,
 )
 from pytest_libero.audit.compare import MISMATCH, NOT_VERIFIABLE, VERIFIED, Verdict
 from pytest_libero.audit.integrity import altered_files, missing_files
@@ -177,6 +178,10 @@ def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
     if against_catalog is not None:
         return _disagrees(case, against_catalog, "recorded", "catalog",
                           "the installed catalog's entry for this case")
+    rescored = score_difference(record)
+    if rescored is not None:
+        return _disagrees(case, rescored, "recorded", "recomputed",
+                          "the score its outcome, progress and engagement give")
     unapplied = registry.unproven(Entry.from_dict(record["entry"]), record.get("perturbation"))
     if unapplied is not None and record["outcome"] in COMPLETED:
         return Verdict(case, NOT_VERIFIABLE, f"{unapplied}: a perturbed case verifies only "
