@@ -18,12 +18,16 @@ SCRIPTED = ("--libero-profile=zero", "--libero-adapter=decide_adapter:Adapter",
             "--libero-replan-interval=1", "--libero-evidence=replayable")
 
 
-def run(where: Path, *args: str, success: str = "",
-        slow: str = "") -> subprocess.CompletedProcess[str]:
+def run(where: Path, *args: str, success: str = "", slow: str = "",
+        held: str | None = None) -> subprocess.CompletedProcess[str]:
     """pytest with the scripted adapter; ``success``: the task indices that succeed;
-    ``slow``: those that take three seconds."""
+    ``slow``: those that take three seconds; ``held``: the failures that get one goal
+    predicate of two (None: the episodes keep no goal progress)."""
     env = {**os.environ, "LIBERO_FAKE_SUCCESS": success, "LIBERO_FAKE_SLOW": slow,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+    env.pop("LIBERO_FAKE_HELD", None)
+    if held is not None:
+        env["LIBERO_FAKE_HELD"] = held
     return run_pytest(["-q", *SCRIPTED, *args], where, env=env, timeout=300)
 
 

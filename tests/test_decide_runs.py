@@ -193,6 +193,14 @@ def test_the_allure_panel_says_whether_the_run_was_decided() -> None:
      "apply to --libero-decide=anytime only"),
     (("--libero-decide=anytime", "--libero-min-success=0.5", "--libero-baseline-margin=0.1"),
      "--libero-baseline-margin applies to --libero-baseline"),
+    (("--libero-decide=anytime", "--libero-min-success=0.5", "--libero-decide-score=progress"),
+     "--libero-decide-score=progress compares this run with a baseline, case by case: add "
+     "--libero-baseline=RUN_DIR"),
+    (("--libero-decide=anytime", "--libero-baseline=x", "--libero-decide-score=partial"),
+     "--libero-decide-score='partial': allowed: success, progress"),
+    (("--libero-decide=exact", "--libero-baseline=x", "--libero-decide-score=progress"),
+     "apply to --libero-decide=anytime only"),
+    (("--libero-baseline=x", "--libero-decide-score=progress"), "need --libero-decide=anytime"),
 ])
 def test_bad_decide_options_are_usage_errors(pytester: pytest.Pytester, args: tuple[str, ...],
                                              words: str) -> None:
@@ -273,3 +281,57 @@ def test_the_scheduler_keeps_a_tasks_consecutive_states_on_one_worker() -> None:
     assert a.sent == [0, 1, 2]
     crashed = sched.remove_node(a)  # a worker lost: what it held goes back first
     assert crashed == ids[1] and sched.units[0] == [2, 3]
+
+
+SUCCEEDS = ",".join(str(task) for task in range(10))
+FURTHER = ",".join(str(task) for task in range(10, 40))
+"""Both runs succeed at tasks 0-9; the baseline's 30 failures each held one goal
+predicate of two (score 0.5), this run's none (score 0)."""
+
+
+@pytest.fixture(scope="module")
+def further(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("further")
+    run(where, "--libero-task-ids=0-39", success=SUCCEEDS, held=FURTHER)
+    return run_folder(where / "libero-results")
+
+
+def test_on_score_a_regression_success_cannot_see_is_decided(further: Path, tmp_path: Path) -> None:
+    """On success the two runs are equal: McNemar's exact rule passes the gate once enough
+    of the baseline's successes are kept. On score this one is worse, and the betting test
+    fails it first."""
+    args = ("--libero-task-ids=0-39", f"--libero-baseline={further}", "--libero-decide=anytime",
+            "--libero-order-seed=11")
+    (tmp_path / "success").mkdir()
+    (tmp_path / "score").mkdir()
+    on_success = run(tmp_path / "success", *args, success=SUCCEEDS, held="")
+    on_score = run(tmp_path / "score", *args, "--libero-decide-score=progress", success=SUCCEEDS,
+                   held="")
+    assert read(further, "summary.json")["overall"]["score"]["mean"] == pytest.approx(0.625)
+    plain = read(run_folder(tmp_path / "success" / "libero-results"), "summary.json")["decision"]
+    assert plain["verdict"] == "pass" and plain["gates"][0]["by"] == "exact", on_success.stdout
+    assert "baseline gate passed" in on_success.stdout, on_success.stdout
+    assert "baseline gate FAILED" in on_score.stdout, on_score.stdout + on_score.stderr
+    folder = run_folder(tmp_path / "score" / "libero-results")
+    block = read(folder, "run.json")["decide"]
+    assert block["score"] == "progress" and block["baseline_scores"]["libero_90-10"] == 0.5
+    decision = read(folder, "summary.json")["decision"]
+    assert (decision["verdict"], decision["gates"][0]["by"], decision["score"]) == (
+        "fail", "anytime", "progress")
+    assert decision["decided_after"] < plain["decided_after"], (decision, plain)
+    assert len(run_records(folder)) == decision["decided_after"]
+    assert "the baseline compared on partial-credit score" in on_score.stdout
+    assert "worse than the baseline, wealth" in on_score.stdout
+    found = check_decision(read(folder, "run.json"), run_records(folder), folder)  # type: ignore[arg-type]
+    assert found is not None and found["agrees"] is True
+
+
+def test_on_score_a_baseline_without_scores_is_refused_before_any_case(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    run(tmp_path / "old", "--libero-task-ids=0-2")  # recorded without goal progress
+    baseline = run_folder(tmp_path / "old" / "libero-results")
+    done = run(tmp_path, "--libero-task-ids=0-2", f"--libero-baseline={baseline}",
+               "--libero-decide=anytime", "--libero-decide-score=progress", held="")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "the baseline run has no completed case of this selection with a score" in done.stderr
+    assert not (tmp_path / "libero-results").exists()

@@ -182,6 +182,7 @@ def test_completed_cases_become_episodes_in_selection_order_and_the_rest_are_lis
         "variant_identity": "libero-perturb-v1:" + "1" * 32}
     native = episode_metadata(plan, 0, plan.episodes[0])
     assert (native["cause"], native["perturbation"], native["held_actions"]) == ("success", None, 0)
+    assert (native["score"], native["progress"]) == (None, None)  # a record without progress
     assert (native["layout"], perturbed["held_actions"]) == (DECISIONS, 2)  # the delay's first two
     assert native["profile"]["name"] == "scripted" and native["renderer"]["sha256"] == "2" * 64
     assert not (tmp_path / "dataset").exists()

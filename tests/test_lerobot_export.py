@@ -166,6 +166,9 @@ def test_a_run_exported_as_decision_frames_loads_back_at_its_simulated_times(
     assert {e["run_id"] for e in meta["episodes"]} == {demo_run.name}
     assert meta["layout"]["name"] == "decisions" and meta["layout"]["actions_per_frame"] == 5
     assert meta["episodes"][1]["held_actions"] == 2 * len(delayed)
+    assert [(e["score"], e["progress"]) for e in meta["episodes"]] == [  # each record's own
+        (records[case]["score"], records[case]["progress"]) for case in (SUCCESS, DELAYED)]
+    assert meta["episodes"][0]["score"] == 1.0
     assert [s["case"] for s in meta["skipped"]] == list(ERRORED)
 
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file()}

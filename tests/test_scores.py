@@ -162,3 +162,27 @@ def test_allure_s_page_says_which_predicates_held_and_when() -> None:
     assert "at most 1 of 2 held at once; score 0.5" in text
     assert "| `(In thing_0 basket)` | no | yes | 40 |" in text
     assert "| `(In thing_1 basket)` | no | no | never |" in text
+
+
+def test_the_decide_block_keeps_the_baseline_s_scores_and_reads_them_strictly() -> None:
+    from pytest_libero.results.decision import DecideSpec, draw
+
+    spec = DecideSpec(mode="anytime", order=("libero_10-00",), alpha=0.05, order_seed=1,
+                      baseline_alpha=0.05, baseline={"libero_10-00": "failure"}, score="progress",
+                      baseline_scores={"libero_10-00": 0.5})
+    block = spec.as_dict()
+    assert (block["score"], block["baseline_scores"]) == ("progress", {"libero_10-00": 0.5})
+    assert DecideSpec.from_dict(block) == spec
+    plain = DecideSpec(mode="anytime", order=("libero_10-00",), alpha=0.05, order_seed=1)
+    assert "score" not in plain.as_dict() and DecideSpec.from_dict(plain.as_dict()).score == "success"
+    for damage, said in (({"score": "partial"}, "score is 'partial'"),
+                         ({"baseline_scores": {"libero_10-00": 1.5}}, "outside [0, 1]"),
+                         ({"baseline_scores": ["libero_10-00"]}, "not a table of case ids to scores")):
+        with pytest.raises(ValueError, match="decide block does not read") as raised:
+            DecideSpec.from_dict({**block, **damage})
+        assert said in str(raised.value)
+    record = synthetic_record("libero_10-00", "failure", progress=progress(0), score=0.0)
+    assert draw("baseline", record, "failure", 0.5) == 0.25  # (0 - 0.5 + 1) / 2
+    assert draw("baseline", record, "failure") == 0.5  # on success: the same outcome
+    older = synthetic_record("libero_10-00", "failure")
+    assert draw("baseline", older, "failure", 0.5) == "libero_10-00 has no score"

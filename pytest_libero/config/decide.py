@@ -21,6 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 DECIDE_MODES = ("exact", "anytime")
+SUCCESS_SCORE = "success"
+PROGRESS_SCORE = "progress"
+DECIDE_SCORES = (SUCCESS_SCORE, PROGRESS_SCORE)
+"""What the baseline's betting test compares per case (``--libero-decide-score``): the
+outcome, or the partial-credit score (docs/records.md, *Progress and score*)."""
 DEFAULT_ALPHA = 0.05
 DEFAULT_MARGIN = 0.05
 RANDOM_PHASE = 0.05
@@ -42,6 +47,8 @@ class DecideSettings:
     start and recorded."""
     margin: float = DEFAULT_MARGIN
     """anytime with a baseline: "not worse by more than" this (``--libero-baseline-margin``)."""
+    score: str = SUCCESS_SCORE
+    """anytime with a baseline: what its betting test compares (``--libero-decide-score``)."""
 
 
 def draw_seed() -> int:

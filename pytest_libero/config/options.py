@@ -26,7 +26,14 @@ from pytest_libero.catalog.selection import (
     parse_suites,
     parse_task_ids,
 )
-from pytest_libero.config.decide import DECIDE_MODES, DEFAULT_ALPHA, DEFAULT_MARGIN, DecideSettings
+from pytest_libero.config.decide import (
+    DECIDE_MODES,
+    DECIDE_SCORES,
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    SUCCESS_SCORE,
+    DecideSettings,
+)
 from pytest_libero.config.numbers import seconds
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
@@ -126,6 +133,9 @@ OPTIONS = (
             "(default: drawn at the run's start, and recorded)"),
     _Option("baseline-margin", "--libero-decide=anytime with --libero-baseline: decide "
             "'not worse by more than MARGIN' (rate points, 0-1) [default: 0.05]"),
+    _Option("decide-score", "--libero-decide=anytime with --libero-baseline: what the betting "
+            "test compares, case by case: success (the outcome) or progress (the partial-credit "
+            "score, docs/records.md); the exact rule stays on success [default: success]"),
     _Option("isolation", "process (each case's simulator in a watched child process: a "
             "crash or hang costs that case only) or none (in the pytest process)", "process"),
     _Option("prebuild", "on (while a case runs, the worker's next case's own process "
@@ -401,7 +411,7 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
 def decide(config: pytest.Config, gates: Gates, shard: object) -> DecideSettings | None:
     """``--libero-decide`` and its companions, checked against the gates and the shard."""
     mode = option_value(config, "decide")
-    given = [f"--libero-{n}" for n in ("alpha", "order-seed", "baseline-margin")
+    given = [f"--libero-{n}" for n in ("alpha", "order-seed", "baseline-margin", "decide-score")
              if option_value(config, n) is not None]
     if mode is None:
         if given:
@@ -428,8 +438,14 @@ def decide(config: pytest.Config, gates: Gates, shard: object) -> DecideSettings
                             closed=True)
     if option_value(config, "baseline-margin") is not None and gates.baseline is None:
         raise SetupError("--libero-baseline-margin applies to --libero-baseline")
+    score = option_value(config, "decide-score")
+    if score is not None and score not in DECIDE_SCORES:
+        raise SetupError(f"--libero-decide-score={echo(score)}: allowed: {', '.join(DECIDE_SCORES)}")
+    if score is not None and gates.baseline is None:
+        raise SetupError(f"--libero-decide-score={score} compares this run with a baseline, case "
+                         "by case: add --libero-baseline=RUN_DIR (the rate gates bet on success)")
     return DecideSettings("anytime", alpha=alpha, order_seed=_int_option(config, "order-seed"),
-                          margin=margin)
+                          margin=margin, score=score or SUCCESS_SCORE)
 
 
 def _float_between(config: pytest.Config, name: str, default: float, *, low: float,

@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.config.decide import DecideSettings, draw_seed, drawn_order, running_order
+from pytest_libero.config.decide import (
+    PROGRESS_SCORE,
+    SUCCESS_SCORE,
+    DecideSettings,
+    draw_seed,
+    drawn_order,
+    running_order,
+)
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import json_text, write_json_atomic
@@ -46,13 +53,31 @@ def decide_spec(decide: DecideSettings, gates: Gates, plan: RunPlan,
         order = drawn_order(native, seed)
     outcomes = {c: str(r["outcome"]) for c, r in (baseline or {}).items()
                 if r["outcome"] in COMPLETED}
+    scores = baseline_scores(decide, baseline or {}, native)
     running = running_order(order, native, plan.mode) if decide.mode == ANYTIME else order
     return DecideSpec(
         mode=decide.mode, order=order, alpha=decide.alpha, order_seed=seed, margin=decide.margin,
         min_success=gates.min_success, min_safe_success=gates.min_safe_success,
         baseline_alpha=gates.alpha if gates.baseline is not None else None,
         baseline={c: outcomes[c] for c in native if c in outcomes},
-        running=() if running == order else running)
+        running=() if running == order else running, score=decide.score, baseline_scores=scores)
+
+
+def baseline_scores(decide: DecideSettings, baseline: Mapping[str, CaseRecord],
+                    native: Sequence[str]) -> dict[str, float]:
+    """``--libero-decide-score=progress``: the baseline's score of each selected case it
+    completed with one; refused when it has none (a baseline recorded before scores)."""
+    if decide.score != PROGRESS_SCORE:
+        return {}
+    scores = {c: float(score) for c in native if (r := baseline.get(c)) is not None
+              and r["outcome"] in COMPLETED and (score := r.get("score")) is not None}
+    if not scores:
+        raise SetupError("--libero-decide-score=progress compares each case's partial-credit "
+                         "score with the baseline's, and the baseline run has no completed case "
+                         "of this selection with a score (it was recorded before pytest-libero "
+                         "recorded progress, or by an adapter that does not): compare on success "
+                         "(--libero-decide-score=success), or run the baseline again")
+    return scores
 
 
 def decide_key(run: Mapping[str, Any]) -> str:
@@ -62,13 +87,14 @@ def decide_key(run: Mapping[str, Any]) -> str:
     block = run.get("decide")
     if not isinstance(block, Mapping):
         return "none: every case runs"
-    baseline = json_text(block.get("baseline")).encode()
+    baseline = json_text([block.get("baseline"), block.get("baseline_scores")]).encode()
     gates = block.get("gates")
     asked = ", ".join(f"{k}={v}" for k, v in sorted(gates.items()) if v is not None) if isinstance(
         gates, Mapping) else repr(gates)
     orders = json_text([block.get("order"), block.get("running")]).encode()
     return (f"{block.get('mode')}, alpha {block.get('alpha')}, seed {block.get('order_seed')}, "
-            f"margin {block.get('margin')}, gates {asked}, baseline outcomes "
+            f"margin {block.get('margin')}, score {block.get('score', SUCCESS_SCORE)}, gates {asked}, "
+            f"baseline outcomes "
             f"{hashlib.sha256(baseline).hexdigest()[:12]}, orders "
             f"{hashlib.sha256(orders).hexdigest()[:12]}")
 

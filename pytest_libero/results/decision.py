@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_libero.config.decide import DECIDE_SCORES, PROGRESS_SCORE, SUCCESS_SCORE
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.text import echo
 from pytest_libero.results.betting import Wealth
@@ -60,6 +61,11 @@ class DecideSpec:
     running: tuple[str, ...] = ()
     """The order cases are handed out in, when it is not ``order`` (full mode: the drawn
     order's first part, then the rest in native order; docs/decide.md)."""
+    score: str = SUCCESS_SCORE
+    """What the baseline gate's betting test compares per case: success, or progress (the
+    partial-credit score; the exact rule stays on success)."""
+    baseline_scores: Mapping[str, float] = field(default_factory=dict)
+    """score progress: the baseline's score of each selected case it completed with one."""
 
     @property
     def gates(self) -> list[str]:
@@ -74,7 +80,9 @@ class DecideSpec:
                 "gates": {"min_success": self.min_success,
                           "min_safe_success": self.min_safe_success,
                           "baseline_alpha": self.baseline_alpha},
-                "baseline": dict(self.baseline) if self.baseline_alpha is not None else None}
+                "baseline": dict(self.baseline) if self.baseline_alpha is not None else None,
+                **({"score": self.score, "baseline_scores": dict(self.baseline_scores)}
+                   if self.score != SUCCESS_SCORE else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DecideSpec:
@@ -99,7 +107,9 @@ class DecideSpec:
                        min_success=_rate(gates.get("min_success"), "gates.min_success"),
                        min_safe_success=_rate(gates.get("min_safe_success"), "gates.min_safe_success"),
                        baseline_alpha=_level(gates.get("baseline_alpha"), "gates.baseline_alpha"),
-                       baseline=_outcomes(data.get("baseline")))
+                       baseline=_outcomes(data.get("baseline")),
+                       score=_score(data.get("score", SUCCESS_SCORE)),
+                       baseline_scores=_scores(data.get("baseline_scores")))
         except (KeyError, ValueError) as exc:
             said = f"{exc.args[0]} is missing" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"{RUN_NAME}'s decide block does not read ({said})") from None
@@ -154,6 +164,22 @@ def _outcomes(value: Any) -> dict[str, str]:
             isinstance(k, str) and v in ("success", "failure") for k, v in value.items()):
         raise ValueError("baseline is not a table of case ids to success or failure")
     return dict(value)
+
+
+def _score(value: Any) -> str:
+    if value not in DECIDE_SCORES:
+        raise ValueError(f"score is {echo(value)}; a run writes one of {', '.join(DECIDE_SCORES)}")
+    return str(value)
+
+
+def _scores(value: Any) -> dict[str, float]:
+    """The baseline's score of each case: a number in [0, 1]."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError("baseline_scores is not a table of case ids to scores")
+    return {case: float(_rate(v, f"baseline_scores[{echo(case)}]", required=True) or 0.0)
+            for case, v in value.items()}
 
 
 @dataclass
@@ -238,7 +264,8 @@ class Tracker:
     def _gate(self, key: str, tested: int) -> GateState:
         spec = self.spec
         if key == "baseline":
-            population = frozenset(c for c in self.selected if c in spec.baseline)
+            compared = spec.baseline_scores if spec.score == PROGRESS_SCORE else spec.baseline
+            population = frozenset(c for c in self.selected if c in compared)
             gate = GateState(key, float(spec.baseline_alpha or 0.0), population, len(population))
             nulls = ((1.0 - spec.margin) / 2.0, 0.5)  # D > -margin; D < 0 (x = (d + 1) / 2)
         else:
@@ -313,7 +340,9 @@ class Tracker:
         assert gate.bettors is not None
         if gate.population is not None and record["case"] not in gate.population:
             return
-        x = draw(gate.key, record, self.spec.baseline.get(record["case"]))
+        x = draw(gate.key, record, self.spec.baseline.get(record["case"]),
+                 self.spec.baseline_scores.get(record["case"]) if self.spec.score == PROGRESS_SCORE
+                 else None)
         if isinstance(x, str):
             gate.suspended = x
             return
@@ -347,12 +376,20 @@ class Tracker:
         return tuple(g.as_dict() for g in self.gates)
 
 
-def draw(gate: str, record: CaseRecord, baseline: str | None) -> float | str:
+def draw(gate: str, record: CaseRecord, baseline: str | None,
+         baseline_score: float | None = None) -> float | str:
     """The number a gate's test draws for a finished case, in [0, 1]; or why the test
-    cannot score it (then it stops for that gate, and the exact rule goes on)."""
+    cannot score it (then it stops for that gate, and the exact rule goes on). With
+    ``baseline_score`` the baseline gate draws the difference of the two scores, which is
+    as bounded as that of the outcomes: (mine - theirs + 1) / 2."""
     outcome = record["outcome"]
     if outcome == "errored":
         return f"{record['case']} errored"
+    if gate == "baseline" and baseline_score is not None:
+        mine = record.get("score")
+        if isinstance(mine, bool) or not isinstance(mine, (int, float)):
+            return f"{record['case']} has no score"
+        return (float(mine) - baseline_score + 1) / 2.0
     if gate == "min_success":
         return 1.0 if outcome == "success" else 0.0
     if gate == "min_safe_success":

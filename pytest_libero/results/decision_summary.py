@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_libero.config.decide import PROGRESS_SCORE, SUCCESS_SCORE
 from pytest_libero.results.betting import interval
 from pytest_libero.results.decision import ANYTIME, EXACT, GATE_LABELS, Tracker
 from pytest_libero.results.exact import FAIL
@@ -21,6 +22,8 @@ def decision_line(block: Mapping[str, Any]) -> str:
     how = str(block.get("mode"))
     if how != EXACT and block.get("alpha") is not None:
         how += f", alpha {block['alpha']:g}"
+    if block.get("score") == PROGRESS_SCORE:
+        how += ", the baseline compared on partial-credit score"
     if not block.get("verdict"):
         return f"not decided early ({how}): the gates judge the cases run"
     said = "; ".join(f"{GATE_LABELS.get(str(g.get('gate')), g.get('gate'))} {g['verdict']}: "
@@ -92,4 +95,6 @@ def summary_block(tracker: Tracker) -> dict[str, Any]:
         "decided_after": None, "of": len(tracker.selected), "prefix": tracker.prefix,
         "gates": list(tracker.state())})
     block["interval"] = rate_interval(tracker)
+    if spec.score != SUCCESS_SCORE:
+        block["score"] = spec.score
     return block
