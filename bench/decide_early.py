@@ -15,6 +15,20 @@ the order the plugin hands them out (one worker):
   the four suites they cover: 40 tasks x 50 states = 2,000 cases, each task's rate drawn
   around its suite's figure).
 
+On score (after the grid; ``--only-score`` alone): paired runs against a
+baseline gate with ``--libero-decide=anytime``, decided on success and on the
+partial-credit score (``--libero-decide-score``) at the same alpha, over the 130 tasks
+with each task's real number of goal predicates (read from the installed BDDL files:
+one for 109 tasks, two for 19, three for 2). How far a failure gets is an assumption,
+stated per row: a checkpoint with reach q holds each further predicate of a multi-
+predicate goal with probability q (the last one only at success), and on a one-predicate
+goal reaches ``manipulated`` with probability q, ``reached`` with (1 - q) / 2, else stays
+``idle`` (the ladder's 0.5, 0.25, 0). Per row: the mean fraction of episodes to a verdict
+on each, and wrong verdicts (an anytime verdict against the truth of the mean difference
+it tests; the exact rule's McNemar verdicts are the whole run's). Target (issue 52): at
+least 30% fewer episodes on score where the checkpoints differ mainly in how far they
+get; wrong verdicts at most alpha in every row.
+
 Per row: the mean fraction of the N episodes run; the mean fraction of seconds of set-up
 plus episode against the whole run (native order, a kept environment per task in full
 mode), from this machine's build, reset and per-control costs; and the fraction of
@@ -171,6 +185,124 @@ def simulate(mode: str, label: str, rates: dict[str, float], states: int, true_r
     return row
 
 
+MARGIN = 0.05
+LADDER_REACH = {"idle": 0.0, "reached": 0.25, "manipulated": 0.5}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How one simulated checkpoint does: its success rate over the tasks (each task's
+    drawn around it, as above) and its reach (how far its failures get)."""
+
+    rate: float
+    reach: float
+
+
+def goal_sizes() -> list[int]:
+    """Each of the 130 tasks' number of goal predicates, from the installed BDDL files."""
+    from pytest_libero.catalog.entries import load_catalog
+    from pytest_libero.catalog.inventory import installed_files
+    from pytest_libero.goals.progress import ATOM
+
+    sizes = []
+    for suite in SUITES:
+        for entry in load_catalog().suite_entries(suite):
+            bddl, _ = installed_files(entry.bddl_file, entry.init_states_file)
+            text = bddl.read_text(encoding="utf-8")
+            sizes.append(len(ATOM.findall(text[text.find("(:goal"):])))
+    return sizes
+
+
+def episode_score(success: bool, size: int, reach: float, rng: random.Random) -> float:
+    """A case's score under the row's assumption (goals/score.py's rule)."""
+    if success:
+        return 1.0
+    if size == 1:
+        draw = rng.random()
+        rung = "manipulated" if draw < reach else "reached" if draw < reach + (1 - reach) / 2 else "idle"
+        return LADDER_REACH[rung]
+    held = 0
+    while held < size - 1 and rng.random() < reach:
+        held += 1
+    return held / size
+
+
+def paired_run(sizes: Sequence[int], base: Checkpoint, mine: Checkpoint, score: str,
+               rng: random.Random) -> tuple[float, str | None]:
+    """One simulated pair of runs decided by the package's Tracker: the fraction of
+    episodes run, and whether its verdict was wrong ("wrong"), right ("right") or none."""
+    native = [f"case-{n:03d}" for n in range(len(sizes))]
+    records, base_outcomes, base_scores = {}, {}, {}
+    differences = []
+    for name, size in zip(native, sizes):
+        task = rng.betavariate(20 * base.rate, 20 * (1 - base.rate))
+        theirs = rng.random() < task
+        ours = rng.random() < min(1.0, max(0.0, task + mine.rate - base.rate))
+        their_score = episode_score(theirs, size, base.reach, rng)
+        our_score = episode_score(ours, size, mine.reach, rng)
+        base_outcomes[name] = "success" if theirs else "failure"
+        base_scores[name] = their_score
+        records[name] = {"case": name, "outcome": "success" if ours else "failure", "score": our_score}
+        differences.append(our_score - their_score if score == "progress" else float(ours) - float(theirs))
+    seed = rng.randrange(2**32)
+    order = drawn_order(native, seed)
+    spec = DecideSpec(ANYTIME, order, alpha=ALPHA, order_seed=seed, margin=MARGIN,
+                      baseline_alpha=ALPHA, baseline=base_outcomes, score=score,
+                      baseline_scores=base_scores if score == "progress" else {})
+    tracker = Tracker(spec, native)
+    ran = 0
+    for name in order:
+        ran += 1
+        if tracker.add(records[name]) is not None:  # type: ignore[arg-type]
+            break
+    decision = tracker.decision
+    if decision is None:
+        return 1.0, None
+    [gate] = decision.gates
+    if gate["by"] != ANYTIME:
+        return ran / len(native), "right"  # McNemar's verdict, certain for the whole run
+    mean = sum(differences) / len(differences)
+    wrong = mean >= 0 if gate["verdict"] == "fail" else mean <= -MARGIN
+    return ran / len(native), "wrong" if wrong else "right"
+
+
+SCORE_ROWS: tuple[tuple[str, Checkpoint, Checkpoint], ...] = (
+    ("gets further (same success)", Checkpoint(0.5, 0.3), Checkpoint(0.5, 0.8)),
+    ("stops sooner (same success)", Checkpoint(0.5, 0.8), Checkpoint(0.5, 0.2)),
+    ("gets further, +5 pts success", Checkpoint(0.5, 0.3), Checkpoint(0.55, 0.8)),
+    ("stops sooner, -5 pts success", Checkpoint(0.6, 0.8), Checkpoint(0.55, 0.2)),
+    ("the same checkpoint", Checkpoint(0.5, 0.5), Checkpoint(0.5, 0.5)),
+    ("5 pts worse, same reach", Checkpoint(0.6, 0.5), Checkpoint(0.55, 0.5)),
+)
+"""(label, baseline, this run): differing mainly in reach, then the controls."""
+
+
+def score_rows(runs: int, rng: random.Random, as_json: bool) -> None:
+    sizes = goal_sizes()
+    for label, base, mine in SCORE_ROWS:
+        found: dict[str, dict[str, float]] = {}
+        for score in ("success", "progress"):
+            fractions, wrong, decided = [], 0, 0
+            for _ in range(runs):
+                fraction, verdict = paired_run(sizes, base, mine, score, random.Random(rng.random()))
+                fractions.append(fraction)
+                wrong += verdict == "wrong"
+                decided += verdict is not None
+            found[score] = {"mean_fraction": sum(fractions) / runs, "wrong_rate": wrong / runs,
+                            "decided_rate": decided / runs}
+        saving = 1 - found["progress"]["mean_fraction"] / found["success"]["mean_fraction"]
+        if as_json:
+            print(json.dumps({"row": label, "baseline": base.__dict__, "this_run": mine.__dict__,
+                              "N": len(sizes), "runs": runs, **found, "fewer_on_score": saving}),
+                  flush=True)
+        else:
+            print(f"score   {label:30} rate {base.rate:g}->{mine.rate:g} reach {base.reach:g}->"
+                  f"{mine.reach:g}: episodes on success {found['success']['mean_fraction']:.3f} "
+                  f"(wrong {found['success']['wrong_rate']:.3f}), on score "
+                  f"{found['progress']['mean_fraction']:.3f} (wrong {found['progress']['wrong_rate']:.3f}); "
+                  f"{saving:+.0%} fewer on score", flush=True)
+
+
 def published_populations() -> list[tuple[str, dict[str, float]]]:
     """One population per model with all four suites' figures."""
     found = []
@@ -219,7 +351,12 @@ def main() -> int:
     parser.add_argument("--measure", action="store_true",
                         help="measure this machine's build, reset and control costs first")
     parser.add_argument("--seed", type=int, default=20261203)
+    parser.add_argument("--only-score", action="store_true",
+                        help="only the paired rows on success against on score")
     args = parser.parse_args()
+    if args.only_score:
+        score_rows(args.runs, random.Random(args.seed), args.json)
+        return 0
     costs = measure() if args.measure else Costs()
     if not args.json:
         print(f"costs: {costs}")
@@ -242,6 +379,7 @@ def main() -> int:
                       f"{found['mean_fraction']:.4f} seconds {found['mean_time_fraction']:.4f} "
                       f"wrong {found['wrong_rate']:.4f}  ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
+    score_rows(args.runs, rng, args.json)
     return 0
 
 
