@@ -156,3 +156,20 @@ def test_a_forged_course_or_score_is_a_mismatch(demo_run: Path, tmp_path: Path, 
     verdict = json.loads((run / "verify.json").read_text())["cases"][0]
     assert code != 0 and verdict["status"] == "mismatch", out
     assert said in verdict["reason"], verdict
+
+
+def test_a_record_from_before_progress_still_verifies_merges_and_exports(demo_run: Path,
+                                                                       tmp_path: Path) -> None:
+    from pytest_libero import cli
+    from pytest_libero.export.episodes import plan_export
+
+    run = tmp_path / "demo"
+    shutil.copytree(demo_run, run)
+    forge(run, lambda r: {k: v for k, v in r.items() if k not in ("progress", "score")})
+    code, said = verify(run)
+    assert code == 0 and "1 of 1 cases verified" in said, said
+    assert cli.main(["merge", str(run), "--out", str(tmp_path / "merged")]) == 0
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert summary["overall"]["rate"] == 1.0 and "score" not in summary["overall"]
+    plan = plan_export(run, tmp_path / "dataset")
+    assert [e.case for e in plan.episodes] == ["libero_10-00"]
