@@ -186,3 +186,17 @@ def test_the_decide_block_keeps_the_baseline_s_scores_and_reads_them_strictly() 
     assert draw("baseline", record, "failure") == 0.5  # on success: the same outcome
     older = synthetic_record("libero_10-00", "failure")
     assert draw("baseline", older, "failure", 0.5) == "libero_10-00 has no score"
+
+
+def test_a_case_errored_after_it_ended_keeps_its_course_and_loses_its_score() -> None:
+    from pytest_libero.audit.agreement import score_difference
+    from pytest_libero.episode.case import mark_errored
+
+    record = synthetic_record("libero_10-00", "success", progress=progress(2), score=1.0,
+                              engagement="success")
+    mark_errored(record, OSError("no space left on device"), kind="evidence")
+    assert (record["outcome"], record["native_outcome"], record["score"]) == ("errored", "success", None)
+    assert record["progress"]["most_held"] == 2 and score_difference(record) is None
+    record["score"] = 1.0
+    difference = score_difference(record)
+    assert difference is not None and (difference.recorded, difference.other) == (1.0, None)

@@ -294,6 +294,8 @@ def mark_errored(record: CaseRecord, exc: BaseException, *, kind: str) -> None:
     """Turn a finished record into an errored one, keeping what LIBERO had said."""
     record["native_outcome"] = record["outcome"]
     record["outcome"] = "errored"
+    if "score" in record:
+        record["score"] = None  # an errored case has no score (goals/score.py)
     record["error"] = error_record(exc, kind=kind)
     record["summary"] = f"errored ({kind}): {exc}"
 
