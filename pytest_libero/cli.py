@@ -5,7 +5,8 @@ whole: a sharded run is judged once, on all its cases. ``report`` turns an Allur
 results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
 re-executes a run folder's recorded actions and checks every case against its record.
 ``export`` writes a run's evidence as a LeRobot dataset; ``log`` sends a run's results
-to an experiment tracker (docs/export.md).
+to an experiment tracker (docs/export.md). ``plan`` predicts a run's cost before it
+starts (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -37,8 +38,17 @@ from pytest_libero.safety.verdict import Thresholds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["plan"]:  # the run's own options follow: pytest's parser reads them
+        from pytest_libero.planning.command import plan_main
+
+        return plan_main(given[1:])
     parser = argparse.ArgumentParser(prog="pytest-libero", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "plan", add_help=False,
+        help="predict a run's wall time and the best worker count before it starts "
+        "(pytest-libero plan --help; the run's own options follow)")
     merge = commands.add_parser(
         "merge",
         help="merge result folders of shards, resumed or killed runs into a new one",

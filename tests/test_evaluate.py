@@ -74,6 +74,7 @@ def test_a_policy_object_replaying_the_demo_passes_and_the_summary_is_the_run_s(
     assert found.outcomes == {"libero_spatial-00": "success"} and found.success_rate == 1.0
     assert found.summary == json.loads((found.run_dir / "summary.json").read_text())
     assert found.suites == {"libero_spatial": 1.0} and found.interval[1] == 1.0
+    assert found.score == 1.0  # a success scores 1
     assert told[-1] == (1, 1, 1)
     profile = json.loads((found.run_dir / "run.json").read_text())["plan"]["profile"]
     assert profile["description"].endswith("evaluate: pytest_libero.policy.builtin.demo.DemoPolicy"), profile
@@ -186,7 +187,7 @@ def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:
                            "--results", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     [line] = done.stdout.splitlines()
-    assert line.startswith("step 2: success 0% (0%-79%), gate failed, 1 cases run, "), line
+    assert line.startswith("step 2: success 0% (0%-79%), score 0.00, gate failed, 1 cases run, "), line
     assert (tmp_path / "evaluate").is_dir() and not done.stderr.strip(), done.stderr
 
 

@@ -58,8 +58,9 @@ def main() -> None:
                           replan_interval=5, min_success=0.5, decide="exact", results=args.results)
         low, high = result.interval
         rate = "n/a" if result.success_rate is None else f"{result.success_rate:.0%}"
-        print(f"step {step}: success {rate} ({low:.0%}-{high:.0%}), gate {result.gate}, "
-              f"{len(result.outcomes)} cases run, {result.run_dir}", flush=True)
+        score = "n/a" if result.score is None else f"{result.score:.2f}"
+        print(f"step {step}: success {rate} ({low:.0%}-{high:.0%}), score {score}, gate "
+              f"{result.gate}, {len(result.outcomes)} cases run, {result.run_dir}", flush=True)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,14 @@ class Evaluation:
         return float(low), float(high)
 
     @property
+    def score(self) -> float | None:
+        """The mean partial-credit score over completed cases that have one (docs/records.md,
+        *Progress and score*): how far the policy gets, where success alone moves slowly;
+        None without scored cases."""
+        mean = ((self.summary.get("overall") or {}).get("score") or {}).get("mean")
+        return None if mean is None else float(mean)
+
+    @property
     def suites(self) -> dict[str, float | None]:
         """Each suite's success rate."""
         return {name: block.get("rate") for name, block in (self.summary.get("suites") or {}).items()}

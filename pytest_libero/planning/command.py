@@ -1,0 +1,132 @@
+"""``pytest-libero plan``: a run's cost, predicted before it starts.
+
+It takes the run's own options and reads them as the run does (pytest's parser, the
+plugin's settings: the same refusals, before any probe), collects nothing and runs no
+case. Then: the phase costs (this machine's probe, cached, or a finished run's timings
+with ``--from``), the policy's latency (a few calls to its server, or a stated figure),
+the cost model over every case of the plan, for this command's ``-n`` and for 1, 2, 4, ...
+workers up to the cores (or GPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_libero.config.decide import drawn_order, running_order
+from pytest_libero.config.options import option_value
+from pytest_libero.config.settings import Settings, read_settings
+from pytest_libero.config.workers import parse_gpus
+from pytest_libero.planning.decided import expected_fraction
+from pytest_libero.planning.latency import assumptions
+from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
+from pytest_libero.planning.probe import phase_costs
+from pytest_libero.planning.report import Planned, plan_lines
+from pytest_libero.planning.shapes import case_shapes, run_costs
+from pytest_libero.protocol.errors import SetupError
+
+USAGE_ERROR = 4
+
+
+def plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-libero plan", description=__doc__.split("\n")[0],
+        epilog="Every other argument is the run's own (--libero-profile, --libero-scope, -n, ...).")
+    parser.add_argument("--from", dest="from_run", type=Path, metavar="RUN_DIR",
+                        help="plan from a finished run's timings instead of this machine's probe")
+    parser.add_argument("--refresh", action="store_true", help="probe this machine again")
+    parser.add_argument("--latency-ms", type=float, help="the policy's milliseconds per call, stated")
+    parser.add_argument("--success-rate", type=float,
+                        help="share of cases assumed to succeed (default: --from's run's, else 0: "
+                        "every case runs its cap)")
+    parser.add_argument("--success-share", type=float,
+                        help="how far into its cap a success ends, on average (default: --from's "
+                        f"run's, else {DEFAULT_SUCCESS_SHARE})")
+    parser.add_argument("--rate", type=float, default=0.5,
+                        help="--libero-decide: the true success rate its expected share is for")
+    return parser
+
+
+class Planner:
+    """A pytest plugin for one planning session: plans at collection, collects nothing."""
+
+    def __init__(self, flags: argparse.Namespace, say: Callable[[str], None]) -> None:
+        self.flags, self.say = flags, say
+        self.planned: Planned | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> bool:
+        config = session.config
+        try:
+            settings = read_settings(config)
+            if settings is None:
+                raise SetupError("pytest-libero plan needs the run's options, --libero-profile first")
+            self.planned = planned(settings, config, self.flags, self.say)
+        except SetupError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        for line in plan_lines(self.planned):
+            print(line, flush=True)
+        return True
+
+
+def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace,
+            say: Callable[[str], None]) -> Planned:
+    plan = settings.plan
+    native = [e.case_id for e in plan.owned]
+    order = None
+    if settings.decide is not None and settings.decide.mode == "anytime":
+        order = running_order(drawn_order(native, settings.decide.order_seed or 0), native, plan.mode)
+    shapes = tuple(case_shapes(plan, order))
+    stated = None if flags.latency_ms is None else flags.latency_ms / 1000
+    if flags.from_run is not None:
+        try:
+            costs, assume = run_costs(flags.from_run)
+        except ValueError as exc:
+            raise SetupError(f"--from {flags.from_run}: {exc}") from None
+        assume = replace(assume, prebuild=settings.prebuild)
+        if stated is not None:
+            assume = replace(assume, latency_s=stated, latency_source="stated (--latency-ms)")
+        if flags.success_rate is not None:
+            assume = replace(assume, success_rate=flags.success_rate)
+        if flags.success_share is not None:
+            assume = replace(assume, success_share=flags.success_share)
+    else:
+        costs = phase_costs(refresh=flags.refresh, say=say)
+        assume = assumptions(
+            plan, stated_latency_s=stated, success_rate=flags.success_rate or 0.0,
+            success_share=DEFAULT_SUCCESS_SHARE if flags.success_share is None else flags.success_share,
+            prebuild=settings.prebuild, say=say)
+    cores = os.cpu_count() or 1
+    gpus = option_value(config, "gpus")
+    counts = worker_counts(cores, len(parse_gpus(gpus)) if gpus else 0)
+    asked = int(config.option.numprocesses or 1) if config.pluginmanager.hasplugin("xdist") else 1
+    predictions = tuple(predict(shapes, costs, assume, n, cores) for n in counts)
+    decided = None if settings.decide is None else expected_fraction(
+        settings.decide, settings.gates, native, plan.mode, flags.rate)
+    return Planned(shapes, costs, assume, predictions, predict(shapes, costs, assume, asked, cores),
+                   plan.mode, decided, flags.rate if decided is not None else None)
+
+
+def plan_main(argv: Sequence[str], say: Callable[[str], None] | None = None) -> int:
+    """The command: 0 with the plan printed, 4 for what the run would refuse."""
+    flags, run_args = plan_parser().parse_known_args(list(argv))
+    for name in ("success_rate", "success_share", "rate"):
+        if getattr(flags, name) is not None and not 0 <= getattr(flags, name) <= 1:
+            print(f"pytest-libero plan: --{name.replace('_', '-')} must be between 0 and 1", file=sys.stderr)
+            return USAGE_ERROR
+    if flags.latency_ms is not None and not flags.latency_ms >= 0:
+        print("pytest-libero plan: --latency-ms must be 0 or more", file=sys.stderr)
+        return USAGE_ERROR
+    tell = say or (lambda line: print(f"pytest-libero plan: {line}", file=sys.stderr, flush=True))
+    planner = Planner(flags, tell)
+    code = pytest.main(["--collect-only", "-p", "no:cacheprovider", "-p", "no:terminal",
+                        *run_args], plugins=[planner])
+    if planner.planned is not None:
+        return 0
+    return int(code) if int(code) else USAGE_ERROR

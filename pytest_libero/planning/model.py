@@ -1,0 +1,180 @@
+"""What a run will cost, from what each phase of a case costs on this machine.
+
+A case is a set-up (build the environment, its native resets, the state and the
+settling controls) and an episode (controls, each a physics step and the renders the
+plan consumes, and a policy call every K controls). Its seconds come from
+:class:`PhaseCosts` (measured by the probe, or read from a finished run) and the
+:class:`Assumptions` the operator can change (the policy's latency, how many cases
+succeed and how early). A run's wall time on n workers is the largest of three bounds:
+
+- the workers' own time: cases handed out in order, each to the first worker free (what
+  xdist's work stealing comes close to), a worker's next set-up overlapping its current
+  episode when ``--libero-prebuild`` is on;
+- the cores: every case's CPU seconds spread over the machine's cores (a served
+  policy's waiting is not CPU);
+- the policy server: its calls one at a time (``python -m pytest_libero.serve`` runs
+  every call on one thread).
+
+Pure arithmetic: no simulator, no clock. docs/scale.md, *Planning a run*, has the formula
+and its limits.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_SUCCESS_SHARE = 0.6
+"""A success ends, on average, at this share of its control cap (the shipped demos end
+at 0.35-0.8 of theirs); a failure runs its whole cap."""
+
+
+@dataclass(frozen=True)
+class PhaseCosts:
+    """Seconds per phase on the machine the plan is for."""
+
+    build_s: float
+    """Construct one environment (model, GL context, textures)."""
+    reset_s: float
+    """One native reset (full mode replays k of them to reach state k)."""
+    settle_s: float
+    """Install the state and run the settling controls."""
+    physics_s: float
+    """One control's physics alone (no camera rendered)."""
+    render_s: float
+    """One camera image at the plan's resolution."""
+    cpu_per_wall: float
+    """CPU seconds per wall second of a case (the software renderer runs threads of its
+    own): how much of the machine's cores one worker takes."""
+    source: str
+    """Where the figures come from, in words (the probe and its renderer, or a run)."""
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the plan cannot measure before the run, each stated beside the figure."""
+
+    latency_s: float = 0.0
+    """Seconds per policy call (the server's answer, round trip included)."""
+    latency_source: str = "in-process policy: no wait"
+    success_rate: float = 0.0
+    """The share of cases assumed to succeed (0: every case runs its whole cap)."""
+    success_share: float = DEFAULT_SUCCESS_SHARE
+    prebuild: bool = True
+    """A worker's next case sets up while its current one runs (``--libero-prebuild``)."""
+
+
+@dataclass(frozen=True)
+class CaseShape:
+    """One case as the plan will run it."""
+
+    case: str
+    task: str
+    state: int | None
+    """Full mode: the init state; None in fast mode."""
+    control_cap: int
+    replan_interval: int
+    renders_per_control: float
+    """Camera images rendered per control (the video's, and the policy's at each call)."""
+
+
+@dataclass(frozen=True)
+class CaseCost:
+    case: str
+    setup_s: float
+    episode_s: float
+    cpu_s: float
+    calls: float
+
+
+def case_cost(shape: CaseShape, costs: PhaseCosts, assume: Assumptions,
+              previous: CaseShape | None = None) -> CaseCost:
+    """The expected seconds of one case, after ``previous`` on the same worker (full
+    mode keeps a task's environment from one state to the next: fewer resets, no build)."""
+    controls = shape.control_cap * (1.0 - assume.success_rate * (1.0 - assume.success_share))
+    calls = controls / shape.replan_interval
+    if shape.state is None:
+        setup = costs.build_s + costs.reset_s + costs.settle_s
+    elif previous is not None and previous.task == shape.task and previous.state is not None \
+            and previous.state < shape.state:
+        setup = (shape.state - previous.state) * costs.reset_s + costs.settle_s
+    else:
+        setup = costs.build_s + (shape.state + 1) * costs.reset_s + costs.settle_s
+    stepping = controls * (costs.physics_s + shape.renders_per_control * costs.render_s)
+    return CaseCost(shape.case, setup, stepping + calls * assume.latency_s,
+                    (setup + stepping) * costs.cpu_per_wall, calls)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A run's predicted wall time on one worker count, and which bound set it."""
+
+    workers: int
+    wall_s: float
+    bound: str
+    """``workers``, ``cores`` or ``policy server``."""
+    bounds: dict[str, float]
+
+
+def predict(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions, workers: int,
+            cores: int) -> Prediction:
+    """The run's wall time on ``workers`` workers of a machine with ``cores`` cores."""
+    by_worker = _hand_out(shapes, costs, assume, workers)
+    cases = [c for costs_of in by_worker for c in costs_of]
+    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0),
+              "cores": sum(c.cpu_s for c in cases) / max(cores, 1),
+              "policy server": sum(c.calls for c in cases) * assume.latency_s}
+    bound = max(bounds, key=lambda name: bounds[name])
+    return Prediction(workers, bounds[bound], bound, bounds)
+
+
+def _hand_out(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions,
+              workers: int) -> list[list[CaseCost]]:
+    """Each case to the first worker free, in order; its cost after that worker's last."""
+    free = [(0.0, n) for n in range(max(workers, 1))]
+    assigned: list[list[CaseCost]] = [[] for _ in free]
+    last: list[CaseShape | None] = [None for _ in free]
+    for shape in shapes:
+        at, worker = heapq.heappop(free)
+        cost = case_cost(shape, costs, assume, last[worker])
+        assigned[worker].append(cost)
+        last[worker] = shape
+        heapq.heappush(free, (at + cost.setup_s + cost.episode_s, worker))
+    return assigned
+
+
+def _worker_time(cases: Sequence[CaseCost], prebuild: bool) -> float:
+    """One worker's cases back to back; with prebuild a set-up hides behind the episode
+    before it (the first set-up is always paid)."""
+    if not cases:
+        return 0.0
+    if not prebuild:
+        return sum(c.setup_s + c.episode_s for c in cases)
+    total = cases[0].setup_s
+    for current, following in zip(cases, cases[1:]):
+        total += max(current.episode_s, following.setup_s)
+    return total + cases[-1].episode_s
+
+
+def worker_counts(cores: int, gpus: int = 0) -> list[int]:
+    """1, 2, 4, ... up to the cores (or the GPUs, when there are more), and that count."""
+    top = max(cores, gpus, 1)
+    counts, n = [], 1
+    while n < top:
+        counts.append(n)
+        n *= 2
+    return [*counts, top]
+
+
+def saturation(predictions: Sequence[Prediction]) -> Prediction | None:
+    """The first worker count whose wall time a bound other than the workers' sets: past
+    it, more workers wait on the cores or the server. None when none does."""
+    return next((p for p in sorted(predictions, key=lambda p: p.workers) if p.bound != "workers"),
+                None)
+
+
+def best(predictions: Sequence[Prediction]) -> Prediction:
+    """The fewest workers within 2% of the fastest: more would cost without paying."""
+    fastest = min(p.wall_s for p in predictions)
+    return min((p for p in predictions if p.wall_s <= fastest * 1.02), key=lambda p: p.workers)

@@ -1,0 +1,77 @@
+"""What ``pytest-libero plan`` prints: the figures, each beside what it assumes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from pytest_libero.planning.model import (
+    Assumptions,
+    CaseShape,
+    PhaseCosts,
+    Prediction,
+    best,
+    case_cost,
+    saturation,
+)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """Everything the plan says, for the text and for tests."""
+
+    shapes: tuple[CaseShape, ...]
+    costs: PhaseCosts
+    assume: Assumptions
+    predictions: tuple[Prediction, ...]
+    asked: Prediction
+    """The worker count this command gives (``-n``; 1 without)."""
+    mode: str
+    decided: float | None = None
+    """With --libero-decide and a success gate: the expected share of cases run."""
+    decided_rate: float | None = None
+
+
+def duration(seconds: float) -> str:
+    minutes, second = divmod(round(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{hours}h {minute:02d}m" if hours else f"{minute}m {second:02d}s" if minute else f"{second}s"
+
+
+def plan_lines(planned: Planned) -> list[str]:
+    shapes, costs, assume = planned.shapes, planned.costs, planned.assume
+    suites = Counter(shape.case.split("-")[0] for shape in shapes)
+    caps = sum(shape.control_cap for shape in shapes)
+    expected = sum(case_cost(shape, costs, assume).episode_s for shape in shapes)
+    lines = [
+        f"pytest-libero plan: {len(shapes)} cases ({', '.join(f'{s} x {n}' for s, n in suites.items())}; "
+        f"{planned.mode} mode), at most {caps:,} controls in all",
+        f"phase costs: build {costs.build_s:.2f} s, native reset {costs.reset_s:.2f} s, a control's "
+        f"physics {1000 * costs.physics_s:.1f} ms, a camera image {1000 * costs.render_s:.1f} ms, "
+        f"{costs.cpu_per_wall:.2f} CPU seconds per second; from {costs.source}",
+        "assumed: " + ("every case fails and runs its whole control cap" if assume.success_rate == 0 else
+                       f"{assume.success_rate:.0%} of cases succeed, at {assume.success_share:.0%} of "
+                       "their cap; the rest run it whole")
+        + f" (--success-rate, --success-share); policy {1000 * assume.latency_s:.1f} ms per call "
+        f"({assume.latency_source}); set-ups {'overlap' if assume.prebuild else 'follow'} the "
+        f"episode before them (--libero-prebuild); episodes {duration(expected)} of work in all",
+        "  workers  wall time   set by",
+    ]
+    for p in planned.predictions:
+        mark = "  <- this command's -n" if p.workers == planned.asked.workers else ""
+        lines.append(f"  {p.workers:7d}  {duration(p.wall_s):>9}   {p.bound}{mark}")
+    if planned.asked not in planned.predictions:
+        p = planned.asked
+        lines.append(f"  {p.workers:7d}  {duration(p.wall_s):>9}   {p.bound}  <- this command's -n")
+    chosen = best([*planned.predictions, planned.asked])
+    limit = saturation(planned.predictions)
+    said = f"fewest workers for the shortest run: {chosen.workers} ({duration(chosen.wall_s)})"
+    if limit is not None:
+        said += (f"; from {limit.workers} workers on, the {limit.bound} set the pace, and more "
+                 "workers do not shorten the run")
+    lines.append(said)
+    if planned.decided is not None:
+        lines.append(f"--libero-decide: expected to run {planned.decided:.0%} of the cases at a true "
+                     f"success rate of {planned.decided_rate:.0%} (--rate; the decision rule's own "
+                     "simulation), the wall times above scale by about that")
+    return lines
