@@ -190,3 +190,25 @@ class EchoesInBatches:
 
     def close(self) -> None:
         pass
+
+
+class Sleeps:
+    """Holds still, taking ``ms`` milliseconds (default 50) over every answer: a model of
+    known latency, for the plan's latency probe and its bench."""
+
+    metadata: Mapping[str, Any] = {"policy": "sleeps"}
+
+    def __init__(self, ms: str = "50") -> None:
+        self.seconds = float(ms) / 1000
+
+    def reset(self) -> None:
+        pass
+
+    def infer(self, observation: Any) -> Mapping[str, Any]:
+        import time
+
+        time.sleep(self.seconds)
+        return {"actions": np.tile(np.array([0, 0, 0, 0, 0, 0, -1.0]), (5, 1))}
+
+    def close(self) -> None:
+        pass

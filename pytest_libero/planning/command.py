@@ -60,6 +60,14 @@ class Planner:
         self.flags, self.say = flags, say
         self.planned: Planned | None = None
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """The plan is the only output: pytest's own report of a collection that collected
+        nothing would follow it (the user's ini options, -ra and such, are kept)."""
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> bool:
         config = session.config
@@ -125,8 +133,7 @@ def plan_main(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
         return USAGE_ERROR
     tell = say or (lambda line: print(f"pytest-libero plan: {line}", file=sys.stderr, flush=True))
     planner = Planner(flags, tell)
-    code = pytest.main(["--collect-only", "-p", "no:cacheprovider", "-p", "no:terminal",
-                        *run_args], plugins=[planner])
+    code = pytest.main(["--collect-only", "-p", "no:cacheprovider", *run_args], plugins=[planner])
     if planner.planned is not None:
         return 0
     return int(code) if int(code) else USAGE_ERROR

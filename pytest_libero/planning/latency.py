@@ -21,6 +21,8 @@ from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.parameters import IMAGE_SIZE
 
 CALLS = 4
+WAIT_S = 3.0
+"""How long the latency probe waits for a server to answer."""
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 PROPRIO = 9
 
@@ -36,9 +38,11 @@ def policy_latency(plan: RunPlan, stated_s: float | None, say: Callable[[str], N
     """Seconds per call and where the figure comes from."""
     if stated_s is not None:
         return stated_s, "stated (--latency-ms)"
-    profile = plan.profile
-    if not profile.served:
-        return 0.0, f"in-process policy ({profile.name}): counted as free"
+    if not plan.profile.served:
+        return 0.0, f"in-process policy ({plan.profile.name}): counted as free"
+    # A plan waits a few seconds for a server, not the run's whole wait: a server that
+    # is not up yet is normal before a run.
+    profile = plan.profile.with_overrides(wait_s=min(plan.profile.wait_s, WAIT_S))
     try:
         policy = profile.build_policy()
         try:

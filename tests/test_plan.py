@@ -1,0 +1,200 @@
+"""``pytest-libero plan`` (issue 53): the cost model by hand, the run's options read as the
+run reads them (the same refusals, before any probe), plans from a finished run's
+timings, a server that does not answer the latency probe, and a deciding run's expected
+share from the decision rule's own simulation. The real probe of the simulator is
+tests/test_plan_probe.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from decided_runs import run
+
+from harness.runs import run_folder, run_records
+from harness.servers import free_port
+from pytest_libero.config.decide import DecideSettings
+from pytest_libero.config.plan import Gates
+from pytest_libero.planning.command import plan_main
+from pytest_libero.planning.decided import expected_fraction
+from pytest_libero.planning.model import (
+    Assumptions,
+    CaseShape,
+    PhaseCosts,
+    best,
+    case_cost,
+    predict,
+    saturation,
+    worker_counts,
+)
+from pytest_libero.planning.shapes import renders_per_control
+
+COSTS = PhaseCosts(build_s=2.0, reset_s=1.0, settle_s=0.0, physics_s=0.01, render_s=0.1,
+                   cpu_per_wall=1.0, source="by hand")
+
+
+def shapes(count: int, *, states: bool = False) -> list[CaseShape]:
+    return [CaseShape(f"libero_10-{0 if states else n:02d}" + (f"-s{n}" if states else ""),
+                      "libero_10-00" if states else f"libero_10-{n:02d}", n if states else None,
+                      100, 5, 1.2) for n in range(count)]
+
+
+def test_a_case_s_seconds_by_hand() -> None:
+    [shape] = shapes(1)
+    cost = case_cost(shape, COSTS, Assumptions())
+    assert (cost.setup_s, cost.episode_s, cost.calls) == (3.0, pytest.approx(13.0), 20.0)
+    succeeding = case_cost(shape, COSTS, Assumptions(success_rate=0.5, success_share=0.6))
+    assert succeeding.episode_s == pytest.approx(13.0 * 0.8)  # half the cases stop at 60%
+    waiting = case_cost(shape, COSTS, Assumptions(latency_s=0.5))
+    assert waiting.episode_s == pytest.approx(23.0) and waiting.cpu_s == pytest.approx(16.0)
+
+
+def test_full_mode_keeps_a_task_s_environment_from_state_to_state() -> None:
+    first, second, third = shapes(3, states=True)
+    assert case_cost(first, COSTS, Assumptions()).setup_s == 3.0  # build and its own reset
+    assert case_cost(third, COSTS, Assumptions()).setup_s == 2.0 + 3 * 1.0  # fresh at state 2
+    assert case_cost(third, COSTS, Assumptions(), previous=second).setup_s == 1.0  # one reset on
+
+
+def test_the_three_bounds() -> None:
+    four = shapes(4)
+    one = predict(four, COSTS, Assumptions(), workers=1, cores=8)
+    assert one.bound == "workers" and one.wall_s == pytest.approx(3 + 3 * 13 + 13)  # set-ups hidden
+    serial = predict(four, COSTS, Assumptions(prebuild=False), workers=1, cores=8)
+    assert serial.wall_s == pytest.approx(4 * 16)
+    two = predict(four, COSTS, Assumptions(), workers=2, cores=8)
+    assert two.bound == "workers" and two.wall_s == pytest.approx(3 + 13 + 13)
+    crowded = predict(four, COSTS, Assumptions(), workers=2, cores=1)
+    assert crowded.bound == "cores" and crowded.wall_s == pytest.approx(4 * 16)
+    served = predict(four, COSTS, Assumptions(latency_s=0.5), workers=4, cores=8)
+    assert served.bound == "policy server" and served.wall_s == pytest.approx(80 * 0.5)
+    predictions = [predict(four, COSTS, Assumptions(), n, cores=2) for n in (1, 2, 4)]
+    limit = saturation(predictions)
+    assert limit is not None and limit.workers == 2 and limit.bound == "cores"
+    assert best(predictions).workers == 2
+
+
+def test_worker_counts_double_up_to_the_cores_or_gpus() -> None:
+    assert worker_counts(2) == [1, 2]
+    assert worker_counts(12) == [1, 2, 4, 8, 12]
+    assert worker_counts(2, gpus=4) == [1, 2, 4]
+
+
+def test_renders_per_control_are_what_a_run_renders() -> None:
+    # The demo's libero_10-00 record: 180 controls, K = 5, the video every control:
+    # agentview 1 + 180, the wrist 1 + 36 (the first of each: the settled scene).
+    assert renders_per_control("consumed", 1, 5) == pytest.approx((180 + 36) / 180)
+    assert renders_per_control("all", 1, 5) == 2.0
+    assert renders_per_control("consumed", 5, 5) == pytest.approx(0.2 + 0.8 / 5 + 0.2)
+
+
+def test_a_deciding_run_s_expected_share_is_the_rule_s_own() -> None:
+    native = [f"libero_90-{n:02d}" for n in range(10)]
+    gates = Gates(min_success=0.5, baseline=None, alpha=0.05)
+    # Every case fails: exact decides once 6 of 10 have failed, whatever the order.
+    assert expected_fraction(DecideSettings("exact"), gates, native, "fast", 0.0,
+                             runs=20) == pytest.approx(0.6)
+    anytime = expected_fraction(DecideSettings("anytime", alpha=0.05), gates, native, "fast", 0.0,
+                                runs=20)
+    assert anytime is not None and anytime <= 0.6
+    assert expected_fraction(DecideSettings("exact"), Gates(None, Path("x"), 0.05), native,
+                             "fast", 0.5) is None
+
+
+SELECTION = ["--libero-profile=zero", "--libero-scope=task_coverage", "--libero-suite=libero_10",
+             "--libero-task-ids=0-3"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the plugin (scripted adapter): records with real timings and latencies."""
+    where = tmp_path_factory.mktemp("finished")
+    run(where, "--libero-task-ids=0-3", success="1")
+    return run_folder(where / "libero-results")
+
+
+def plan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = plan_main(args)
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
+def test_a_plan_from_a_finished_run(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = run_records(finished)
+    code, out, err = plan(["--from", str(finished), *SELECTION, "-n", "2"], capsys)
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0] == "pytest-libero plan: 4 cases (libero_10 x 4; fast mode), at most 2,080 controls in all"
+    assert f"from the run {finished} ({len(records)} completed cases" in lines[1]
+    assert "25% of cases succeed" in lines[2]  # the run's own: task 1 of 0-3
+    assert [line.split()[0] for line in lines[4:6]] == ["1", "2"]
+    assert lines[5].endswith("<- this command's -n")
+    assert lines[-1].startswith("fewest workers for the shortest run: ")
+    code, out, _ = plan(["--from", str(finished), "--success-rate", "0", *SELECTION], capsys)
+    assert code == 0 and "every case fails and runs its whole control cap" in out
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--libero-profile=zero", "--libero-scope=everything"], "--libero-scope='everything' is unknown"),
+    (["--libero-scope=smoke"], "pytest-libero plan needs the run's options, --libero-profile first"),
+    (["--success-rate", "2", *SELECTION], "--success-rate must be between 0 and 1"),
+    (["--latency-ms", "-5", *SELECTION], "--latency-ms must be 0 or more"),
+])
+def test_bad_input_is_the_run_s_refusal_before_any_probe(args: list[str], said: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = plan(args, capsys)
+    assert code == 4 and said in out + err, out + err
+    assert "probing" not in out + err
+
+
+@pytest.fixture
+def cached_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine's probe cache, written by hand under the real renderer's key."""
+    from pytest_libero.evidence.renderer import measure_in_child
+    from pytest_libero.planning.probe import CACHE_VERSION, cache_key, machine
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cached = tmp_path / "cache" / "pytest-libero" / f"probe-{cache_key(machine(), measure_in_child())}.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps({"version": CACHE_VERSION, "build_s": 3.0, "reset_s": 3.0,
+                                  "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}))
+    return cached
+
+
+def served_profile(tmp_path: Path, port: int) -> Path:
+    profile = tmp_path / "served.toml"
+    profile.write_text(f'name = "served"\ndescription = "a served policy"\n\n[policy]\n'
+                       f'transport = "websocket"\nendpoint = "ws://127.0.0.1:{port}"\n')
+    return profile
+
+
+def test_a_served_policy_s_latency_is_measured(tmp_path: Path, cached_probe: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from scripted_policies import TESTS_DIR
+
+    from harness.servers import serve_argv, serving
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    with serving(serve_argv("scripted_policies:Sleeps", port), port, env=env):
+        code, out, err = plan([f"--libero-profile={served_profile(tmp_path, port)}",
+                               *SELECTION[1:], "-n", "2"], capsys)
+    assert code == 0, out + err
+    [said] = [line for line in out.splitlines() if line.startswith("assumed: ")]
+    latency = float(said.split("policy ")[1].split(" ms per call")[0])
+    assert 50 <= latency < 150, said  # the server sleeps 50 ms; the wire and codec add a little
+    assert f"measured: median of 3 calls to ws://127.0.0.1:{port} after a warm-up" in said
+
+
+def test_a_server_that_does_not_answer_is_one_line_and_the_latency_is_marked_assumed(
+        tmp_path: Path, cached_probe: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = plan([f"--libero-profile={served_profile(tmp_path, free_port())}",
+                           *SELECTION[1:]], capsys)
+    assert code == 0, out + err
+    [told] = [line for line in err.splitlines() if "did not answer the latency probe" in line]
+    assert told.startswith("pytest-libero plan: the policy server at ws://127.0.0.1:")
+    assert "ASSUMED: no server answered at ws://127.0.0.1:" in out
+    assert f"from the probe cached at {cached_probe}" in out and "probing" not in err
