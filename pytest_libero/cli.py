@@ -43,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_libero.planning.command import plan_main
 
         return plan_main(given[1:])
+    return _main(given)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="pytest-libero", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(

@@ -198,3 +198,17 @@ def test_a_server_that_does_not_answer_is_one_line_and_the_latency_is_marked_ass
     assert told.startswith("pytest-libero plan: the policy server at ws://127.0.0.1:")
     assert "ASSUMED: no server answered at ws://127.0.0.1:" in out
     assert f"from the probe cached at {cached_probe}" in out and "probing" not in err
+
+
+def test_the_command_says_its_own_options_and_leaves_the_rest_to_the_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_libero import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["plan", "--help"])
+    assert done.value.code == 0
+    said = capsys.readouterr().out
+    assert "--from RUN_DIR" in said and "Every other argument is the run's own" in said
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "predict a run's wall time" in capsys.readouterr().out

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.files import write_json_atomic
+from pytest_libero.files import json_text, write_json_atomic
 from pytest_libero.planning.model import PhaseCosts
 from pytest_libero.protocol.errors import SetupError
 
@@ -45,8 +45,8 @@ def machine() -> dict[str, Any]:
 
 
 def cache_key(where: Mapping[str, Any], renderer: Mapping[str, Any]) -> str:
-    text = json.dumps([dict(where), renderer.get("sha256"), renderer.get("renderer"),
-                       renderer.get("version")], sort_keys=True)
+    text = json_text([dict(where), renderer.get("sha256"), renderer.get("renderer"),
+                      renderer.get("version")])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
