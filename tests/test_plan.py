@@ -135,6 +135,12 @@ def test_a_plan_from_a_finished_run(finished: Path, capsys: pytest.CaptureFixtur
     assert lines[-1].startswith("fewest workers for the shortest run: ")
     code, out, _ = plan(["--from", str(finished), "--success-rate", "0", *SELECTION], capsys)
     assert code == 0 and "every case fails and runs its whole control cap" in out
+    code, out, _ = plan(["--from", str(finished), "--json", *SELECTION, "-n", "2"], capsys)
+    found = json.loads(out)
+    assert (found["cases"], found["asked"]["workers"], found["assumptions"]["success_rate"]) == (
+        4, 2, 0.25)
+    assert [p["workers"] for p in found["predictions"]] == worker_counts(os.cpu_count() or 1)
+    assert found["best_workers"] in {p["workers"] for p in found["predictions"]}
 
 
 @pytest.mark.parametrize(("args", "said"), [

@@ -23,11 +23,12 @@ from pytest_libero.config.decide import drawn_order, running_order
 from pytest_libero.config.options import option_value
 from pytest_libero.config.settings import Settings, read_settings
 from pytest_libero.config.workers import parse_gpus
+from pytest_libero.files import json_text
 from pytest_libero.planning.decided import expected_fraction
 from pytest_libero.planning.latency import assumptions
 from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
 from pytest_libero.planning.probe import phase_costs
-from pytest_libero.planning.report import Planned, plan_lines
+from pytest_libero.planning.report import Planned, plan_lines, plan_object
 from pytest_libero.planning.shapes import case_shapes, run_costs
 from pytest_libero.protocol.errors import SetupError
 
@@ -50,6 +51,8 @@ def plan_parser() -> argparse.ArgumentParser:
                         f"run's, else {DEFAULT_SUCCESS_SHARE})")
     parser.add_argument("--rate", type=float, default=0.5,
                         help="--libero-decide: the true success rate its expected share is for")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object (the figures and assumptions) instead of the text")
     return parser
 
 
@@ -78,8 +81,11 @@ class Planner:
             self.planned = planned(settings, config, self.flags, self.say)
         except SetupError as exc:
             raise pytest.UsageError(str(exc)) from None
-        for line in plan_lines(self.planned):
-            print(line, flush=True)
+        if self.flags.json:
+            print(json_text(plan_object(self.planned)), flush=True)
+        else:
+            for line in plan_lines(self.planned):
+                print(line, flush=True)
         return True
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from pytest_libero.planning.model import (
     Assumptions,
@@ -75,3 +76,17 @@ def plan_lines(planned: Planned) -> list[str]:
                      f"success rate of {planned.decided_rate:.0%} (--rate; the decision rule's own "
                      "simulation), the wall times above scale by about that")
     return lines
+
+
+def plan_object(planned: Planned) -> dict[str, Any]:
+    """The plan as data (``--json``): what the text says, each figure with its source."""
+    chosen = best([*planned.predictions, planned.asked])
+    limit = saturation(planned.predictions)
+    return {"cases": len(planned.shapes), "mode": planned.mode,
+            "controls_at_most": sum(s.control_cap for s in planned.shapes),
+            "costs": asdict(planned.costs), "assumptions": asdict(planned.assume),
+            "predictions": [asdict(p) for p in planned.predictions], "asked": asdict(planned.asked),
+            "best_workers": chosen.workers,
+            "saturates_at": None if limit is None else {"workers": limit.workers, "by": limit.bound},
+            "decide": None if planned.decided is None else {
+                "expected_share": planned.decided, "true_rate": planned.decided_rate}}
