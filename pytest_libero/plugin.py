@@ -27,6 +27,7 @@ from pytest_libero.config.workers import (
 from pytest_libero.conformance.collection import suite_directory, suite_folder
 from pytest_libero.episode.record import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, CaseRecord, record_to_json
 from pytest_libero.export.trackers import TrackerLog
+from pytest_libero.planning.eta import Remaining
 from pytest_libero.policy.openpi.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight
 from pytest_libero.protocol.errors import SetupError
@@ -96,7 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _collect_conformance(config)
     if session.run_dir is None:  # --collect-only
         return
-    live_progress.register(config)
+    live_progress.register(config, None if workerinput is not None else Remaining.for_plan(
+        session.plan, session.order, live_progress.worker_count(config), session.settings.prebuild))
     recorder = session.recorder
     if recorder is None:  # an xdist worker: the controller records
         return

@@ -118,13 +118,19 @@ class Prediction:
 
 
 def predict(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions, workers: int,
-            cores: int) -> Prediction:
-    """The run's wall time on ``workers`` workers of a machine with ``cores`` cores."""
+            cores: int, *, shared: bool = True) -> Prediction:
+    """The run's wall time on ``workers`` workers of a machine with ``cores`` cores.
+
+    ``shared=False``: the costs were measured under these very workers' load (the running
+    run's own cases), so the cores and the server have slowed them already; only the
+    workers' bound applies.
+    """
     by_worker = _hand_out(shapes, costs, assume, workers)
     cases = [c for costs_of in by_worker for c in costs_of]
-    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0),
-              "cores": sum(c.cpu_s for c in cases) / max(cores, 1),
-              "policy server": sum(c.calls for c in cases) * assume.latency_s}
+    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0)}
+    if shared:
+        bounds["cores"] = sum(c.cpu_s for c in cases) / max(cores, 1)
+        bounds["policy server"] = sum(c.calls for c in cases) * assume.latency_s
     bound = max(bounds, key=lambda name: bounds[name])
     return Prediction(workers, bounds[bound], bound, bounds)
 

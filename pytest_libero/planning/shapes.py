@@ -9,7 +9,7 @@ policy, its controls, renders and calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_libero.config.plan import RunPlan
@@ -48,9 +48,15 @@ def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
     """The phase costs a finished run measured, and what it found of the policy and of
     success: its mean latency per call, its success rate and how early successes ended."""
     read = read_run(run_dir, "--from")
-    completed = [r for r in read.records if r["outcome"] in ("success", "failure")]
+    return measured_costs(read.records, f"the run {run_dir}")
+
+
+def measured_costs(records: Iterable[CaseRecord], where: str) -> tuple[PhaseCosts, Assumptions]:
+    """Phase costs and assumptions from cases' records (a finished run's, or the running
+    run's own finished cases); ValueError when none of them completed."""
+    completed = [r for r in records if r["outcome"] in ("success", "failure")]
     if not completed:
-        raise ValueError(f"{run_dir} has no completed case to take timings from")
+        raise ValueError(f"{where} has no completed case to take timings from")
     setups = [float(r["timings"]["setup_s"]) for r in completed if "setup_s" in r.get("timings", {})]
     waited = sum(_waited(r) for r in completed)
     stepping = sum(float(r["timings"].get("episode_s", 0.0)) for r in completed) - waited
@@ -68,13 +74,13 @@ def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
     # apart, so the split (a reset about as long as a build, docs/scale.md) is assumed.
     costs = PhaseCosts(build_s=setup / 2, reset_s=setup / 2, settle_s=0.0, physics_s=0.0,
                        render_s=per_render, cpu_per_wall=1.0,
-                       source=f"the run {run_dir} ({len(completed)} completed cases; a set-up "
+                       source=f"{where} ({len(completed)} completed cases; a set-up "
                               "split evenly between build and reset)")
     shares = [float(r["counters"]["first_success_control"] or 0) / r["budget"]["control_cap"]
               for r in successes]
     share = sum(shares) / len(shares) if shares else Assumptions().success_share
     assume = Assumptions(latency_s=waited / max(calls, 1),
-                         latency_source=f"measured by the run {run_dir}: {calls} calls",
+                         latency_source=f"measured by {where}: {calls} calls",
                          success_rate=len(successes) / len(completed), success_share=share)
     return costs, assume
 

@@ -13,6 +13,9 @@ controller's drawing thread reads them.
 pytest's fd-level capture points fd 1 at a temporary file while a case runs, so the
 live line goes to a duplicate of the terminal taken at configure time, and it steps
 aside (is cleared, then redrawn) around every report pytest writes.
+
+Once a case has completed, both say how much of the run is left: the plan's cost model
+(``pytest-libero plan``) fed the run's own finished cases (planning/eta.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import pytest
 
 from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord
 from pytest_libero.files import json_text
+from pytest_libero.planning.eta import Remaining, eta_text
 from pytest_libero.policy.contract import Observation, Reply
 from pytest_libero.protocol.clock import ChunkTiming
 
@@ -225,10 +229,11 @@ class LiveLine:
     """
 
     def __init__(self, config: pytest.Config, fd: int, board: Callable[[], Board],
-                 interval: float = REFRESH_S) -> None:
+                 interval: float = REFRESH_S, eta: Callable[[], str] | None = None) -> None:
         self.config = config
         self.fd = fd
         self.board = board
+        self.eta = eta
         self.interval = interval
         self.lock = threading.RLock()
         self.paused = 0
@@ -256,7 +261,7 @@ class LiveLine:
             column = self.writer.width_of_current_line
             gap = " " if column and not self._after_space() else ""
             # The last column stays free: the text never wraps, so it can always be cleared.
-            text = fit(live_text(self.board(), time.time()), self._columns() - column - len(gap) - 1)
+            text = fit(self._text(), self._columns() - column - len(gap) - 1)
             text = gap + text if text else ""
             if text == self.shown and self.drawn_at == column:
                 return
@@ -265,6 +270,12 @@ class LiveLine:
                 return
             self._write(f"\x1b[{column + 1}G{text}\x1b[K\x1b[{column + 1}G")
             self.drawn_at, self.shown = column, text
+
+    def _text(self) -> str:
+        """The running cases, after how much of the run is left once that is known."""
+        board = live_text(self.board(), time.time())
+        left = self.eta() if self.eta is not None and board else ""
+        return f"{left} | {board}" if left else board
 
     def clear(self) -> None:
         with self.lock:
@@ -362,9 +373,11 @@ class FinishedLines:
     and xdist's ``[gw0]`` lines would run on, so there it is ended.
     """
 
-    def __init__(self, config: pytest.Config, *, left_open: bool) -> None:
+    def __init__(self, config: pytest.Config, *, left_open: bool,
+                 eta: Callable[[], str] | None = None) -> None:
         self.config = config
         self.left_open = left_open
+        self.eta = eta
         self.seconds: dict[str, float] = {}
 
     @pytest.hookimpl(trylast=True)
@@ -376,7 +389,8 @@ class FinishedLines:
         for name, value in report.user_properties:
             if name == RECORD_PROPERTY:
                 # A display line: it reads the two keys it shows, not the whole record.
-                self._write(finished_line(json.loads(str(value)), seconds))
+                line = finished_line(json.loads(str(value)), seconds)
+                self._write(f"{line} ({self.eta()})" if self.eta is not None else line)
 
     def _write(self, line: str) -> None:
         reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin(
@@ -394,11 +408,46 @@ class FinishedLines:
         writer.flush()
 
 
+class RunClock:
+    """Controller: tells the run's :class:`Remaining` when each case starts and ends.
+
+    Its report hook runs first, so a finished case's line already counts that case.
+    """
+
+    def __init__(self, remaining: Remaining, long: bool) -> None:
+        self.remaining = remaining
+        self.long = long
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.remaining.start(case_of(nodeid), time.time())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        record = next((json.loads(str(value)) for name, value in report.user_properties
+                       if name == RECORD_PROPERTY), None)
+        self.remaining.finish(case_of(report.nodeid), record)
+
+    def text(self) -> str:
+        """``3 of 10 done, about 4m10s left``, or shorter for the live line."""
+        now = time.time()
+        if not self.long and self.remaining.seconds_left(now) is None:
+            return ""  # the live line has pytest's own count beside it
+        return eta_text(self.remaining, now, short=not self.long)
+
+
+def case_of(nodeid: str) -> str:
+    """The case id in a LIBERO case's node id (``test_libero.py::test_case[libero_10-00]``)."""
+    return nodeid[nodeid.rfind("[") + 1:-1] if nodeid.endswith("]") else ""
+
+
 SINK_KEY = pytest.StashKey[Sink]()
 
 
-def register(config: pytest.Config) -> None:
-    """Set up publishing (every process) and showing (the controller) for this run."""
+def register(config: pytest.Config, remaining: Remaining | None = None) -> None:
+    """Set up publishing (every process) and showing (the controller) for this run;
+    ``remaining``: the controller's estimate of what is left, fed as cases end."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         shared = workerinput.get(WORKER_PROGRESS_DIR)  # only when the controller draws
@@ -407,9 +456,13 @@ def register(config: pytest.Config) -> None:
         return
     mode = display_mode(tty=sys.stdout.isatty(), verbosity=config.get_verbosity(),
                         capture=str(config.getoption("capture", "fd")), environ=os.environ)
+    clock = None if remaining is None else RunClock(remaining, long=mode == "lines")
+    if clock is not None:
+        config.pluginmanager.register(clock, "libero-progress-clock")
+    eta = None if clock is None else clock.text
     if mode == "lines":
         left_open = config.get_verbosity() >= 0 and not _distributed(config)
-        config.pluginmanager.register(FinishedLines(config, left_open=left_open),
+        config.pluginmanager.register(FinishedLines(config, left_open=left_open, eta=eta),
                                       "libero-progress")
         return
     fd = os.dup(sys.stdout.fileno())  # the terminal itself: capture cannot redirect this
@@ -424,7 +477,7 @@ def register(config: pytest.Config) -> None:
         local = LocalBoard()
         config.stash[SINK_KEY] = local
         board = local.board
-    live = LiveLine(config, fd, board)
+    live = LiveLine(config, fd, board, eta=eta)
     config.add_cleanup(live.stop)
     config.pluginmanager.register(live, "libero-progress")
 
@@ -432,6 +485,11 @@ def register(config: pytest.Config) -> None:
 def _distributed(config: pytest.Config) -> bool:
     """Whether xdist will run the cases in workers (its own test, before it configures)."""
     return config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+
+
+def worker_count(config: pytest.Config) -> int:
+    """The processes that will run cases: xdist's workers, or this one."""
+    return len(config.getoption("tx")) if _distributed(config) else 1
 
 
 @contextmanager
