@@ -17,7 +17,7 @@ from dataclasses import replace
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.planning.model import CaseShape, predict
-from pytest_libero.planning.shapes import case_shapes, measured_costs
+from pytest_libero.planning.shapes import Tally, case_shapes
 
 
 class Remaining:
@@ -28,7 +28,7 @@ class Remaining:
         self.cases = frozenset(s.case for s in self.shapes)
         self.workers = max(workers, 1)
         self.prebuild = prebuild
-        self.records: list[CaseRecord] = []
+        self.tally = Tally()
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
         """Each running case's start, in the caller's clock."""
@@ -52,9 +52,9 @@ class Remaining:
         self.running.pop(case, None)
         self.finished.add(case)
         if record is not None:
-            self.records.append(record)
+            self.tally.add(record)
         try:
-            costs, assume = measured_costs(self.records, "this run")
+            costs, assume = self.tally.costs("this run")
         except ValueError:
             return  # nothing completed yet
         rest = [s for s in self.shapes if s.case not in self.finished]

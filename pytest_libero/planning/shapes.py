@@ -10,6 +10,7 @@ policy, its controls, renders and calls.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_libero.config.plan import RunPlan
@@ -52,37 +53,69 @@ def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
 
 
 def measured_costs(records: Iterable[CaseRecord], where: str) -> tuple[PhaseCosts, Assumptions]:
-    """Phase costs and assumptions from cases' records (a finished run's, or the running
-    run's own finished cases); ValueError when none of them completed."""
-    completed = [r for r in records if r["outcome"] in ("success", "failure")]
-    if not completed:
-        raise ValueError(f"{where} has no completed case to take timings from")
-    setups = [float(r["timings"]["setup_s"]) for r in completed if "setup_s" in r.get("timings", {})]
-    waited = sum(_waited(r) for r in completed)
-    stepping = sum(float(r["timings"].get("episode_s", 0.0)) for r in completed) - waited
-    controls = sum(int(r["counters"]["executed_controls"]) for r in completed)
-    renders = sum(sum((r.get("renders") or {}).values()) or CAMERAS * (
-        r["counters"]["executed_controls"] + 1) for r in completed)
-    calls = sum(int(r["counters"]["policy_calls"]) for r in completed)
-    successes = [r for r in completed if r["outcome"] == "success"]
-    # Without a probe a run cannot split a control into physics and rendering: the
-    # control's whole cost goes to its renders, at the run's own renders per control.
-    per_control = stepping / max(controls, 1)
-    per_render = per_control / max(renders / max(controls, 1), 1e-9)
-    setup = sum(setups) / len(setups) if setups else 0.0
-    # A fast-mode set-up is one build, one reset and the settling: the run cannot tell them
-    # apart, so the split (a reset about as long as a build, docs/scale.md) is assumed.
-    costs = PhaseCosts(build_s=setup / 2, reset_s=setup / 2, settle_s=0.0, physics_s=0.0,
-                       render_s=per_render, cpu_per_wall=1.0,
-                       source=f"{where} ({len(completed)} completed cases; a set-up "
-                              "split evenly between build and reset)")
-    shares = [float(r["counters"]["first_success_control"] or 0) / r["budget"]["control_cap"]
-              for r in successes]
-    share = sum(shares) / len(shares) if shares else Assumptions().success_share
-    assume = Assumptions(latency_s=waited / max(calls, 1),
-                         latency_source=f"measured by {where}: {calls} calls",
-                         success_rate=len(successes) / len(completed), success_share=share)
-    return costs, assume
+    """Phase costs and assumptions from cases' records; ValueError when none completed."""
+    tally = Tally()
+    for record in records:
+        tally.add(record)
+    return tally.costs(where)
+
+
+@dataclass
+class Tally:
+    """Sums over completed cases' records, kept as they come (a running run's own)."""
+
+    completed: int = 0
+    setups_s: float = 0.0
+    setups: int = 0
+    waited_s: float = 0.0
+    episodes_s: float = 0.0
+    controls: int = 0
+    renders: int = 0
+    calls: int = 0
+    successes: int = 0
+    success_shares: float = 0.0
+
+    def add(self, record: CaseRecord) -> None:
+        """Count a case's timings, if it completed (an errored case's are not a case's)."""
+        if record["outcome"] not in ("success", "failure"):
+            return
+        self.completed += 1
+        timings, counters = record.get("timings", {}), record["counters"]
+        if "setup_s" in timings:
+            self.setups_s += float(timings["setup_s"])
+            self.setups += 1
+        self.waited_s += _waited(record)
+        self.episodes_s += float(timings.get("episode_s", 0.0))
+        self.controls += int(counters["executed_controls"])
+        self.renders += sum((record.get("renders") or {}).values()) or CAMERAS * (
+            int(counters["executed_controls"]) + 1)
+        self.calls += int(counters["policy_calls"])
+        if record["outcome"] == "success":
+            self.successes += 1
+            self.success_shares += (float(counters["first_success_control"] or 0)
+                                    / record["budget"]["control_cap"])
+
+    def costs(self, where: str) -> tuple[PhaseCosts, Assumptions]:
+        """The phase costs and assumptions so far; ValueError before any completed case."""
+        if not self.completed:
+            raise ValueError(f"{where} has no completed case to take timings from")
+        # Without a probe a run cannot split a control into physics and rendering: the
+        # control's whole cost goes to its renders, at the run's own renders per control.
+        per_control = (self.episodes_s - self.waited_s) / max(self.controls, 1)
+        per_render = per_control / max(self.renders / max(self.controls, 1), 1e-9)
+        setup = self.setups_s / self.setups if self.setups else 0.0
+        # A fast-mode set-up is one build, one reset and the settling: the run cannot tell
+        # them apart, so the split (a reset about as long as a build, docs/scale.md) is assumed.
+        costs = PhaseCosts(build_s=setup / 2, reset_s=setup / 2, settle_s=0.0, physics_s=0.0,
+                           render_s=per_render, cpu_per_wall=1.0,
+                           source=f"{where} ({self.completed} completed cases; a set-up "
+                                  "split evenly between build and reset)")
+        share = (self.success_shares / self.successes if self.successes
+                 else Assumptions().success_share)
+        assume = Assumptions(latency_s=self.waited_s / max(self.calls, 1),
+                             latency_source=f"measured by {where}: {self.calls} calls",
+                             success_rate=self.successes / self.completed, success_share=share)
+        return costs, assume
 
 
 def _waited(record: CaseRecord) -> float:
