@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,13 @@ from pytest_libero.planning.model import (
     PhaseCosts,
     best,
     case_cost,
+    chains,
+    hidden_share,
     predict,
     saturation,
     worker_counts,
 )
+from pytest_libero.planning.run_probe import split_run
 from pytest_libero.planning.shapes import renders_per_control
 
 COSTS = PhaseCosts(build_s=2.0, reset_s=1.0, settle_s=0.0, physics_s=0.01, render_s=0.1,
@@ -71,10 +75,48 @@ def test_the_three_bounds() -> None:
     assert crowded.bound == "cores" and crowded.wall_s == pytest.approx(4 * 16)
     served = predict(four, COSTS, Assumptions(latency_s=0.5), workers=4, cores=8)
     assert served.bound == "policy server" and served.wall_s == pytest.approx(80 * 0.5)
-    predictions = [predict(four, COSTS, Assumptions(), n, cores=2) for n in (1, 2, 4)]
+    predictions = [predict(four, COSTS, Assumptions(), n, cores=3) for n in (1, 2, 4)]
+    # Two workers leave half a core each for a set-up ahead: half of each hides.
+    assert predictions[1].wall_s == pytest.approx(3 + 13 + (3 - 0.5 * 3) + 13)
     limit = saturation(predictions)
-    assert limit is not None and limit.workers == 2 and limit.bound == "cores"
-    assert best(predictions).workers == 2
+    assert limit is not None and limit.workers == 4 and limit.bound == "cores"
+    assert limit.wall_s == pytest.approx(64 / 3) and best(predictions).workers == 4
+
+
+def test_a_set_up_ahead_hides_only_on_the_cores_the_episodes_leave() -> None:
+    busy = replace(COSTS, cpu_per_wall=1.5)
+    assert hidden_share(busy, workers=1, cores=2) == pytest.approx(0.5)
+    assert hidden_share(busy, workers=2, cores=2) == 0.0
+    assert hidden_share(busy, workers=2, cores=16) == 1.0
+    two = shapes(2)
+    # On two cores one worker's episode (1.5 cores) leaves half a core: half the 3 s set-up
+    # hides behind the 13 s episode.
+    assert predict(two, busy, Assumptions(), 1, cores=2).bounds["workers"] == pytest.approx(3 + 13 + 1.5 + 13)
+
+
+def test_a_full_mode_task_s_states_go_to_one_worker_whole_and_the_run_s_fixed_cost_is_added() -> None:
+    states = shapes(3, states=True)
+    other = [CaseShape("libero_10-01-s0", "libero_10-01", 0, 100, 5, 1.2)]
+    assert [[s.case for s in unit] for unit in chains([*states[:2], *other, states[2]])] == [
+        ["libero_10-00-s0", "libero_10-00-s1", "libero_10-00-s2"], ["libero_10-01-s0"]]
+    costs = replace(COSTS, overhead_s=7.0, call_s=0.05)
+    two = predict([*states, *other], costs, Assumptions(), workers=2, cores=8)
+    # Worker one: the task's three states in its one environment (3 s, then a reset each,
+    # never set up ahead), each episode 13 s and 20 calls' own work; worker two the other task.
+    assert two.bounds["workers"] == pytest.approx(7.0 + 3 + 1 + 1 + 3 * (13 + 1))
+    assert two.wall_s == pytest.approx(two.bounds["workers"])
+
+
+def test_the_probe_s_run_is_split_into_its_fixed_cost_and_each_call_s_own_work() -> None:
+    record = {"timings": {"setup_s": 6.0, "episode_s": 2.2, "evidence_s": 0.3},
+              "counters": {"executed_controls": 20, "policy_calls": 4},
+              "renders": {"agentview": 20, "robot0_eye_in_hand": 4}}
+    phases = {"build_s": 3.0, "reset_s": 1.0, "physics_s": 0.01, "render_s": 0.05}
+    split = split_run(record, launched=100.0, ended=115.0, phases=phases)
+    # 15 s in all, 8.5 s of them the case's; its set-up 2 s over a warm build and reset.
+    assert split["overhead_s"] == pytest.approx(15 - 8.5 + 2)
+    # Its episode less 20 controls' physics and 24 images, over 4 calls.
+    assert split["call_s"] == pytest.approx((2.2 - 0.2 - 1.2) / 4)
 
 
 def test_worker_counts_double_up_to_the_cores_or_gpus() -> None:

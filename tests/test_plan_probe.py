@@ -1,6 +1,7 @@
 """The plan's probe of this machine (issue 53): the real simulator measured in a process of
-its own, the figures cached under the machine and renderer's key and read back without
-probing again, and a cache that does not read probed over with a line."""
+its own and a one-case real run timed from outside, the figures cached under the machine
+and renderer's key and read back without probing again, and a cache that does not read
+probed over with a line."""
 
 from __future__ import annotations
 
@@ -24,9 +25,13 @@ def test_the_probe_measures_caches_and_is_read_back(tmp_path: Path,
     assert 0.5 < costs.build_s < 60 and 0.2 < costs.reset_s < 60, costs
     assert 0 < costs.physics_s < costs.render_s < 2, costs  # a camera image costs more than physics
     assert 0.3 < costs.cpu_per_wall < 64, costs
+    # The one-case run: what its record does not account for (pytest, the case host, the
+    # first scene cold, the finish), and each call's own work.
+    assert 0.5 < costs.overhead_s < 120 and 0 <= costs.call_s < 2, costs
     [cached] = (tmp_path / "pytest-libero").glob("probe-*.json")
     found = json.loads(cached.read_text())
     assert found["renderer"]["sha256"] and found["machine"]["cores"] >= 1
+    assert found["run_s"] > costs.overhead_s + costs.build_s  # the run also built and stepped
 
     def no_probe() -> dict[str, Any]:
         raise AssertionError("the cache should have answered")

@@ -14,7 +14,7 @@ import multiprocessing
 import time
 from typing import Any
 
-RESET_STATES = 2
+RESET_STATES = 4
 CONTROLS = 20
 PROBE_TIMEOUT_S = 600.0
 

@@ -7,13 +7,16 @@ plan consumes, and a policy call every K controls). Its seconds come from
 :class:`Assumptions` the operator can change (the policy's latency, how many cases
 succeed and how early). A run's wall time on n workers is the largest of three bounds:
 
-- the workers' own time: cases handed out in order, each to the first worker free (what
-  xdist's work stealing comes close to), a worker's next set-up overlapping its current
-  episode when ``--libero-prebuild`` is on;
+- the workers' own time: cases handed out in order, each (a full-mode task's states
+  together) to the first worker free (what xdist's work stealing comes close to), a
+  worker's next set-up overlapping its current episode when ``--libero-prebuild`` is on,
+  as far as the cores the episodes leave free allow;
 - the cores: every case's CPU seconds spread over the machine's cores (a served
   policy's waiting is not CPU);
 - the policy server: its calls one at a time (``python -m pytest_libero.serve`` runs
-  every call on one thread).
+  every call on one thread);
+
+plus the run's fixed start and finish.
 
 Pure arithmetic: no simulator, no clock. docs/scale.md, *Planning a run*, has the formula
 and its limits.
@@ -49,6 +52,12 @@ class PhaseCosts:
     own): how much of the machine's cores one worker takes."""
     source: str
     """Where the figures come from, in words (the probe and its renderer, or a run)."""
+    call_s: float = 0.0
+    """A policy call's own work besides its images: the observation made, delivered and
+    kept as evidence."""
+    overhead_s: float = 0.0
+    """A run's fixed seconds: its start (pytest, the case host, the first scene compiled
+    cold) and its finish (summary, reports)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,8 @@ class CaseCost:
     episode_s: float
     cpu_s: float
     calls: float
+    hideable: bool = True
+    """Its set-up can run ahead, beside the case before it (not so in a kept environment)."""
 
 
 def case_cost(shape: CaseShape, costs: PhaseCosts, assume: Assumptions,
@@ -94,16 +105,20 @@ def case_cost(shape: CaseShape, costs: PhaseCosts, assume: Assumptions,
     mode keeps a task's environment from one state to the next: fewer resets, no build)."""
     controls = shape.control_cap * (1.0 - assume.success_rate * (1.0 - assume.success_share))
     calls = controls / shape.replan_interval
+    kept = (shape.state is not None and previous is not None and previous.task == shape.task
+            and previous.state is not None and previous.state < shape.state)
     if shape.state is None:
         setup = costs.build_s + costs.reset_s + costs.settle_s
-    elif previous is not None and previous.task == shape.task and previous.state is not None \
-            and previous.state < shape.state:
+    elif kept:
+        assert previous is not None and previous.state is not None
         setup = (shape.state - previous.state) * costs.reset_s + costs.settle_s
     else:
         setup = costs.build_s + (shape.state + 1) * costs.reset_s + costs.settle_s
     stepping = controls * (costs.physics_s + shape.renders_per_control * costs.render_s)
-    return CaseCost(shape.case, setup, stepping + calls * assume.latency_s,
-                    (setup + stepping) * costs.cpu_per_wall, calls)
+    delivering = calls * costs.call_s
+    # A set-up is one thread; the stepping renders on the renderer's own threads too.
+    return CaseCost(shape.case, setup, stepping + delivering + calls * assume.latency_s,
+                    setup + stepping * costs.cpu_per_wall + delivering, calls, hideable=not kept)
 
 
 @dataclass(frozen=True)
@@ -127,39 +142,67 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions,
     """
     by_worker = _hand_out(shapes, costs, assume, workers)
     cases = [c for costs_of in by_worker for c in costs_of]
-    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0)}
+    hidden = 1.0 if not shared else hidden_share(costs, workers, cores)
+    bounds = {"workers": max((_worker_time(c, assume.prebuild, hidden) for c in by_worker),
+                             default=0.0)}
     if shared:
         bounds["cores"] = sum(c.cpu_s for c in cases) / max(cores, 1)
         bounds["policy server"] = sum(c.calls for c in cases) * assume.latency_s
     bound = max(bounds, key=lambda name: bounds[name])
-    return Prediction(workers, bounds[bound], bound, bounds)
+    overhead = costs.overhead_s if shared and cases else 0.0
+    return Prediction(workers, bounds[bound] + overhead, bound,
+                      {name: value + overhead for name, value in bounds.items()})
+
+
+def hidden_share(costs: PhaseCosts, workers: int, cores: int) -> float:
+    """How much of a set-up run ahead hides behind the episode before it: a set-up needs a
+    core of its own, and what the workers' episodes leave free is all it gets."""
+    spare = (cores - workers * costs.cpu_per_wall) / max(workers, 1)
+    return min(max(spare, 0.0), 1.0)
+
+
+def chains(shapes: Sequence[CaseShape]) -> list[list[CaseShape]]:
+    """What one worker takes whole: a full-mode task's states (its chain, which the
+    scheduler keeps on one worker for the kept environment), else each case alone."""
+    found: dict[str, list[CaseShape]] = {}
+    units: list[list[CaseShape]] = []
+    for shape in shapes:
+        if shape.state is None:
+            units.append([shape])
+        elif shape.task in found:
+            found[shape.task].append(shape)
+        else:
+            found[shape.task] = [shape]
+            units.append(found[shape.task])
+    return units
 
 
 def _hand_out(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions,
               workers: int) -> list[list[CaseCost]]:
-    """Each case to the first worker free, in order; its cost after that worker's last."""
+    """Each chain to the first worker free, in order; a case's cost after that worker's last."""
     free = [(0.0, n) for n in range(max(workers, 1))]
     assigned: list[list[CaseCost]] = [[] for _ in free]
     last: list[CaseShape | None] = [None for _ in free]
-    for shape in shapes:
+    for unit in chains(shapes):
         at, worker = heapq.heappop(free)
-        cost = case_cost(shape, costs, assume, last[worker])
-        assigned[worker].append(cost)
-        last[worker] = shape
-        heapq.heappush(free, (at + cost.setup_s + cost.episode_s, worker))
+        for shape in unit:
+            cost = case_cost(shape, costs, assume, last[worker])
+            assigned[worker].append(cost)
+            last[worker] = shape
+            at += cost.setup_s + cost.episode_s
+        heapq.heappush(free, (at, worker))
     return assigned
 
 
-def _worker_time(cases: Sequence[CaseCost], prebuild: bool) -> float:
-    """One worker's cases back to back; with prebuild a set-up hides behind the episode
-    before it (the first set-up is always paid)."""
+def _worker_time(cases: Sequence[CaseCost], prebuild: bool, hidden: float = 1.0) -> float:
+    """One worker's cases back to back; with prebuild, ``hidden`` of a set-up that can run
+    ahead hides behind the episode before it (the first set-up is always paid)."""
     if not cases:
         return 0.0
-    if not prebuild:
-        return sum(c.setup_s + c.episode_s for c in cases)
     total = cases[0].setup_s
     for current, following in zip(cases, cases[1:]):
-        total += max(current.episode_s, following.setup_s)
+        overlap = min(current.episode_s, following.setup_s) if prebuild and following.hideable else 0.0
+        total += current.episode_s + following.setup_s - hidden * overlap
     return total + cases[-1].episode_s
 
 

@@ -1,6 +1,7 @@
 """This machine's phase costs: probed once, then kept per machine and renderer.
 
-The probe (``adapters/cost_probe.py``) takes about half a minute on a CPU, so its figures
+The probe (``adapters/cost_probe.py``, then a one-case run timed from outside,
+``run_probe.py``) takes about a minute on a CPU, so its figures
 are cached in ``$XDG_CACHE_HOME/pytest-libero`` (``~/.cache/pytest-libero``) under a key
 made of the machine (its name, processor and cores) and the renderer's fingerprint: a
 new driver or a move to a GPU is a new key, and ``--refresh`` probes again. A cache
@@ -21,8 +22,10 @@ from pytest_libero.files import json_text, write_json_atomic
 from pytest_libero.planning.model import PhaseCosts
 from pytest_libero.protocol.errors import SetupError
 
-CACHE_VERSION = "pytest-libero-plan-probe/1"
+CACHE_VERSION = "pytest-libero-plan-probe/2"
 FIGURES = ("build_s", "reset_s", "physics_s", "render_s", "cpu_per_wall")
+RUN_FIGURES = ("call_s", "overhead_s")
+"""From the probe's short real run (planning/run_probe.py); 0 when a probe gives none."""
 
 
 def cache_dir() -> Path:
@@ -54,7 +57,6 @@ def phase_costs(*, refresh: bool, say: Callable[[str], None],
                 fingerprint: Callable[[], dict[str, Any]] | None = None,
                 probe: Callable[[], dict[str, Any]] | None = None) -> PhaseCosts:
     """This machine's figures, from the cache or a new probe (``refresh``: always)."""
-    from pytest_libero.adapters.cost_probe import measure_in_child as run_probe
     from pytest_libero.evidence.renderer import measure_in_child as measure_renderer
 
     renderer = (fingerprint or measure_renderer)()
@@ -65,9 +67,9 @@ def phase_costs(*, refresh: bool, say: Callable[[str], None],
             return _costs(json.loads(path.read_text(encoding="utf-8")), path)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             say(f"the probe cache {path} does not read ({type(exc).__name__}: {exc}); probing again")
-    say("probing this machine's phase costs (one build, a few resets, 40 controls; about "
-        "half a minute on a CPU, cached after)")
-    found = (probe or run_probe)()
+    say("probing this machine's phase costs (one build, a few resets, 40 controls, then a "
+        "one-case run; about a minute on a CPU, cached after)")
+    found = (probe or measure)()
     if "error" in found:
         raise SetupError(f"the phase-cost probe failed: {found['error']}; give a finished run "
                          "to plan from instead (pytest-libero plan --from RUN_DIR ...)")
@@ -80,10 +82,22 @@ def phase_costs(*, refresh: bool, say: Callable[[str], None],
     return _costs(found, path)
 
 
+def measure() -> dict[str, Any]:
+    """The phase probe in a process of its own, then the short real run it explains."""
+    from pytest_libero.adapters.cost_probe import measure_in_child
+    from pytest_libero.planning.run_probe import measure_run
+
+    found = measure_in_child()
+    if "error" in found:
+        return found
+    return {**found, **measure_run(found)}
+
+
 def _costs(found: Mapping[str, Any], path: Path) -> PhaseCosts:
     if found.get("version") != CACHE_VERSION:
         raise ValueError(f"its version is {found.get('version')!r}, not {CACHE_VERSION}")
     figures = {name: float(found[name]) for name in FIGURES}
+    figures.update({name: float(found.get(name, 0.0)) for name in RUN_FIGURES})
     if any(not value >= 0 for value in figures.values()):
         raise ValueError("a figure is negative or not a number")
     renderer = found.get("renderer") or {}

@@ -45,11 +45,13 @@ def plan_lines(planned: Planned) -> list[str]:
     caps = sum(shape.control_cap for shape in shapes)
     expected = sum(case_cost(shape, costs, assume).episode_s for shape in shapes)
     lines = [
-        f"pytest-libero plan: {len(shapes)} cases ({', '.join(f'{s} x {n}' for s, n in suites.items())}; "
+        f"pytest-libero plan: {len(shapes)} case{'' if len(shapes) == 1 else 's'} "
+        f"({', '.join(f'{s} x {n}' for s, n in suites.items())}; "
         f"{planned.mode} mode), at most {caps:,} controls in all",
         f"phase costs: build {costs.build_s:.2f} s, native reset {costs.reset_s:.2f} s, a control's "
         f"physics {1000 * costs.physics_s:.1f} ms, a camera image {1000 * costs.render_s:.1f} ms, "
-        f"{costs.cpu_per_wall:.2f} CPU seconds per second; from {costs.source}",
+        f"a call's own work {1000 * costs.call_s:.0f} ms, {costs.cpu_per_wall:.2f} CPU seconds "
+        f"per second, the run's start and finish {costs.overhead_s:.1f} s; from {costs.source}",
         "assumed: " + ("every case fails and runs its whole control cap" if assume.success_rate == 0 else
                        f"{assume.success_rate:.0%} of cases succeed, at {assume.success_share:.0%} of "
                        "their cap; the rest run it whole")

@@ -1,0 +1,77 @@
+"""What a run costs beyond its cases' phases: one short real run, timed from outside.
+
+The phase probe (``adapters/cost_probe.py``) times a build, resets and controls in a
+bare process. A run adds its own start (pytest, the plugin's checks, the case host that
+imports the simulator, the first scene compiled cold), its finish (records, summary,
+reports), and, per policy call, the observation made, delivered and kept as evidence.
+One case of the zero policy at 4 calls, run as a user runs it in a scratch folder, gives
+both: the seconds its record does not account for, and its episode less its physics and
+images, per call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+CALLS = 4
+REPLAN = 5
+RUN_TIMEOUT_S = 600.0
+
+
+def run_args(results: Path) -> list[str]:
+    return ["-p", "no:cacheprovider", "-q", "--libero-profile=zero", "--libero-scope=task_coverage",
+            "--libero-suite=libero_10", "--libero-task-ids=0", "--libero-budget-mode=decisions",
+            f"--libero-max-policy-calls={CALLS}", f"--libero-replan-interval={REPLAN}",
+            f"--libero-results={results}"]
+
+
+def measure_run(phases: Mapping[str, float]) -> dict[str, Any]:
+    """``overhead_s`` and ``call_s`` given the phase probe's figures; ``{"error": ...}``
+    when the run did not end with its one case recorded."""
+    # As a user runs it: none of the calling pytest's options, plugins or worker identity.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS") and not k.startswith("PYTEST_XDIST")}
+    with tempfile.TemporaryDirectory(prefix="pytest-libero-plan-run-") as scratch:
+        folder = Path(scratch)
+        (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+        launched = time.time()
+        try:
+            done = subprocess.run([sys.executable, "-m", "pytest", *run_args(folder / "results")],
+                                  cwd=folder, env=env, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": f"the probe's run did not finish within {RUN_TIMEOUT_S:g} s"}
+        ended = time.time()
+        found = list((folder / "results").glob("*/*/results.jsonl"))
+        lines = found[0].read_text(encoding="utf-8").splitlines() if found else []
+        if len(lines) != 1:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+            return {"error": f"the probe's run (exit {done.returncode}) recorded {len(lines)} "
+                             f"cases, not 1: {' / '.join(tail)}"}
+        return split_run(json.loads(lines[0]), launched, ended, phases)
+
+
+def split_run(record: Mapping[str, Any], launched: float, ended: float,
+              phases: Mapping[str, float]) -> dict[str, Any]:
+    """The run's seconds its case's phases do not account for (its start, the first set-up's
+    cold extra over a warm build and reset, its finish), and each call's own work."""
+    timings, counters = record["timings"], record["counters"]
+    setup = float(timings.get("setup_s", 0.0))
+    episode = float(timings.get("episode_s", 0.0))
+    case_s = setup + episode + float(timings.get("evidence_s", 0.0))
+    warm_setup = phases["build_s"] + phases["reset_s"]
+    controls = max(int(counters["executed_controls"]), 1)
+    renders = sum((record.get("renders") or {}).values())
+    stepping = controls * phases["physics_s"] + renders * phases["render_s"]
+    calls = max(int(counters["policy_calls"]), 1)
+    return {"overhead_s": max(ended - launched - case_s, 0.0) + max(setup - warm_setup, 0.0),
+            "call_s": max(episode - stepping, 0.0) / calls,
+            "run_s": ended - launched}
