@@ -66,7 +66,8 @@ class Remaining:
         """None until a case completed; the running cases' mean time so far is taken off."""
         if self.unfinished_s is None:
             return None
-        elapsed = [now - at for at in self.running.values()]
+        # One C-level copy: the live line's thread reads while the hooks' thread writes.
+        elapsed = [now - at for at in tuple(self.running.values())]
         ran = sum(elapsed) / len(elapsed) if elapsed else 0.0
         return max(self.unfinished_s - ran, 0.0)
 
