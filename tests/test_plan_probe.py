@@ -31,7 +31,7 @@ def test_the_probe_measures_caches_and_is_read_back(tmp_path: Path,
     [cached] = (tmp_path / "pytest-libero").glob("probe-*.json")
     found = json.loads(cached.read_text())
     assert found["renderer"]["sha256"] and found["machine"]["cores"] >= 1
-    assert found["run_s"] > costs.overhead_s + costs.build_s  # the run also built and stepped
+    assert found["run_s"] > costs.overhead_s  # the run also had its case
 
     def no_probe() -> dict[str, Any]:
         raise AssertionError("the cache should have answered")
