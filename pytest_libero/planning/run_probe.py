@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.results.layout import RESULTS_NAME
+
 CALLS = 4
 REPLAN = 5
 RUN_TIMEOUT_S = 600.0
@@ -50,7 +52,7 @@ def measure_run(phases: Mapping[str, float]) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             return {"error": f"the probe's run did not finish within {RUN_TIMEOUT_S:g} s"}
         ended = time.time()
-        found = list((folder / "results").glob("*/*/results.jsonl"))
+        found = list((folder / "results").glob(f"*/*/{RESULTS_NAME}"))
         lines = found[0].read_text(encoding="utf-8").splitlines() if found else []
         if len(lines) != 1:
             tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
