@@ -22,7 +22,7 @@ def shapes(count: int) -> list[CaseShape]:
 
 def record(case: str, outcome: str = "failure", *, setup_s: float = 2.0,
            episode_s: float = 10.0, controls: int = 100) -> dict[str, Any]:
-    """What measured_costs reads of a case's record: one render per control, no waiting."""
+    """What a Tally reads of a case's record: one render per control, no waiting."""
     return {"case": case, "outcome": outcome, "timings": {"setup_s": setup_s, "episode_s": episode_s},
             "counters": {"executed_controls": controls, "policy_calls": controls // 10,
                          "first_success_control": controls if outcome == "success" else None},

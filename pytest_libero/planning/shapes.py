@@ -9,7 +9,7 @@ policy, its controls, renders and calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,16 +48,10 @@ def case_shapes(plan: RunPlan, order: Sequence[str] | None = None) -> list[CaseS
 def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
     """The phase costs a finished run measured, and what it found of the policy and of
     success: its mean latency per call, its success rate and how early successes ended."""
-    read = read_run(run_dir, "--from")
-    return measured_costs(read.records, f"the run {run_dir}")
-
-
-def measured_costs(records: Iterable[CaseRecord], where: str) -> tuple[PhaseCosts, Assumptions]:
-    """Phase costs and assumptions from cases' records; ValueError when none completed."""
     tally = Tally()
-    for record in records:
+    for record in read_run(run_dir, "--from").records:
         tally.add(record)
-    return tally.costs(where)
+    return tally.costs(f"the run {run_dir}")
 
 
 @dataclass
