@@ -107,6 +107,18 @@ def test_a_full_mode_task_s_states_go_to_one_worker_whole_and_the_run_s_fixed_co
     assert two.wall_s == pytest.approx(two.bounds["workers"])
 
 
+def test_each_worker_past_the_first_starts_beside_it_on_the_cores() -> None:
+    costs = replace(COSTS, overhead_s=6.0)
+    four = shapes(4)
+    # Four cases of 16 CPU seconds; each worker starts pytest and a case host (6 s on a
+    # core): the first's start is the fixed cost, the others' load the one core.
+    one = predict(four, costs, Assumptions(), workers=1, cores=1)
+    assert one.bounds["cores"] == pytest.approx(4 * 16 + 6)
+    three = predict(four, costs, Assumptions(), workers=3, cores=1)
+    assert three.bound == "cores" and three.wall_s == pytest.approx(4 * 16 + 2 * 6 + 6)
+    assert predict([], costs, Assumptions(), workers=3, cores=1).wall_s == 0.0
+
+
 def test_the_probe_s_run_is_split_into_its_fixed_cost_and_each_call_s_own_work() -> None:
     record = {"timings": {"setup_s": 6.0, "episode_s": 2.2, "evidence_s": 0.3},
               "counters": {"executed_controls": 20, "policy_calls": 4},

@@ -1,20 +1,23 @@
 """What each phase of a case costs on this machine: a short probe of the real simulator.
 
-Two fresh libero_10 task 0 episodes, at init states 0 and ``RESET_STATES`` (their
-difference is that many native resets), then controls of the second with no camera
-rendered (physics alone) and with every camera rendered (``render="all"``): one build,
-a few resets, a few dozen controls. It runs in a spawned process of its own (the caller
-never imports the simulator nor holds a GL context); the caller keys its figures by the
-renderer's fingerprint, measured as a run measures it.
+libero_10 task 0 built fresh three times (the median is the build: one build alone
+varies by a second or more here), five native resets of one of them timed one by one
+(the median is a reset), and controls with no camera rendered (physics alone) and with
+every camera rendered (``render="all"``). It runs in a spawned process of its own (the
+caller never imports the simulator nor holds a GL context); the caller keys its figures
+by the renderer's fingerprint, measured as a run measures it.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
-RESET_STATES = 4
+BUILDS = 3
+RESETS = 5
 CONTROLS = 20
 PROBE_TIMEOUT_S = 600.0
 
@@ -27,26 +30,39 @@ def measure() -> dict[str, Any]:
     from pytest_libero.catalog.entries import load_catalog
     entry = load_catalog().suite_entries("libero_10")[0]
     LiberoEpisode(entry, track="rgb", control_cap=1).close()  # imports and caches, untimed
-    opened: dict[int, float] = {}
     still = np.zeros(7, dtype=np.float64)
-    for state in (0, RESET_STATES):
+
+    def opened(render: str) -> tuple[Any, float]:
         started = time.perf_counter()
-        episode = LiberoEpisode(entry.at_state(state) if state else entry, track="rgb",
-                                control_cap=2 * CONTROLS + 1, render="consumed",
+        episode = LiberoEpisode(entry, track="rgb", control_cap=2 * CONTROLS + 1, render=render,
                                 video_stride=10 * CONTROLS)
-        opened[state] = time.perf_counter() - started
-        if state == RESET_STATES:
-            physics = _stepping(episode, still, observe=False)
-        episode.close()
-    every = LiberoEpisode(entry, track="rgb", control_cap=CONTROLS + 1, render="all")
+        return episode, time.perf_counter() - started
+
+    first, built = opened("consumed")
+    builds = [built]
+    physics = _stepping(first, still, observe=False)
+    resets = [_seconds(first.env.reset) for _ in range(RESETS)]
+    first.close()
+    every, built = opened("all")
+    builds.append(built)
     cpu = time.process_time()
     rendered = _stepping(every, still, observe=True)
     cpu_per_wall = (time.process_time() - cpu) / max(rendered * CONTROLS, 1e-9)
     every.close()
-    reset_s = max(opened[RESET_STATES] - opened[0], 0.0) / RESET_STATES
-    return {"build_s": max(opened[0] - reset_s, 0.0), "reset_s": reset_s, "physics_s": physics,
-            "render_s": max(rendered - physics, 0.0) / 2, "cpu_per_wall": cpu_per_wall,
-            "controls": CONTROLS, "reset_states": RESET_STATES}
+    while len(builds) < BUILDS:
+        episode, built = opened("consumed")
+        episode.close()
+        builds.append(built)
+    reset_s = statistics.median(resets)
+    return {"build_s": max(statistics.median(builds) - reset_s, 0.0), "reset_s": reset_s,
+            "physics_s": physics, "render_s": max(rendered - physics, 0.0) / 2,
+            "cpu_per_wall": cpu_per_wall, "controls": CONTROLS, "builds": BUILDS, "resets": RESETS}
+
+
+def _seconds(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
 
 
 def _stepping(episode: Any, action: Any, *, observe: bool) -> float:

@@ -12,7 +12,8 @@ succeed and how early). A run's wall time on n workers is the largest of three b
   worker's next set-up overlapping its current episode when ``--libero-prebuild`` is on,
   as far as the cores the episodes leave free allow;
 - the cores: every case's CPU seconds spread over the machine's cores (a served
-  policy's waiting is not CPU);
+  policy's waiting is not CPU), and each worker past the first starting its own pytest
+  and case host beside the first;
 - the policy server: its calls one at a time (``python -m pytest_libero.serve`` runs
   every call on one thread);
 
@@ -146,7 +147,10 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions,
     bounds = {"workers": max((_worker_time(c, assume.prebuild, hidden) for c in by_worker),
                              default=0.0)}
     if shared:
-        bounds["cores"] = sum(c.cpu_s for c in cases) / max(cores, 1)
+        # A worker's start is about the run's fixed seconds on one core; the first's is the
+        # overhead added below, the others' compete with it for the cores.
+        starts = (max(workers, 1) - 1) * costs.overhead_s if cases else 0.0
+        bounds["cores"] = (sum(c.cpu_s for c in cases) + starts) / max(cores, 1)
         bounds["policy server"] = sum(c.calls for c in cases) * assume.latency_s
     bound = max(bounds, key=lambda name: bounds[name])
     overhead = costs.overhead_s if shared and cases else 0.0

@@ -1,7 +1,7 @@
 """This machine's phase costs: probed once, then kept per machine and renderer.
 
 The probe (``adapters/cost_probe.py``, then a one-case run timed from outside,
-``run_probe.py``) takes about a minute on a CPU, so its figures
+``run_probe.py``) takes about a minute and a half on a CPU, so its figures
 are cached in ``$XDG_CACHE_HOME/pytest-libero`` (``~/.cache/pytest-libero``) under a key
 made of the machine (its name, processor and cores) and the renderer's fingerprint: a
 new driver or a move to a GPU is a new key, and ``--refresh`` probes again. A cache
@@ -22,7 +22,7 @@ from pytest_libero.files import json_text, write_json_atomic
 from pytest_libero.planning.model import PhaseCosts
 from pytest_libero.protocol.errors import SetupError
 
-CACHE_VERSION = "pytest-libero-plan-probe/2"
+CACHE_VERSION = "pytest-libero-plan-probe/3"
 FIGURES = ("build_s", "reset_s", "physics_s", "render_s", "cpu_per_wall")
 RUN_FIGURES = ("call_s", "overhead_s")
 """From the probe's short real run (planning/run_probe.py); 0 when a probe gives none."""
@@ -67,8 +67,8 @@ def phase_costs(*, refresh: bool, say: Callable[[str], None],
             return _costs(json.loads(path.read_text(encoding="utf-8")), path)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             say(f"the probe cache {path} does not read ({type(exc).__name__}: {exc}); probing again")
-    say("probing this machine's phase costs (one build, a few resets, 40 controls, then a "
-        "one-case run; about a minute on a CPU, cached after)")
+    say("probing this machine's phase costs (three builds, five resets, 40 controls, then a "
+        "one-case run; about a minute and a half on a CPU, cached after)")
     found = (probe or measure)()
     if "error" in found:
         raise SetupError(f"the phase-cost probe failed: {found['error']}; give a finished run "

@@ -4,9 +4,10 @@ The phase probe (``adapters/cost_probe.py``) times a build, resets and controls 
 bare process. A run adds its own start (pytest, the plugin's checks, the case host that
 imports the simulator, the first scene compiled cold), its finish (records, summary,
 reports), and, per policy call, the observation made, delivered and kept as evidence.
-One case of the zero policy at 4 calls, run as a user runs it in a scratch folder, gives
-both: the seconds its record does not account for, and its episode less its physics and
-images, per call.
+One case of the zero policy at 20 calls (a call's own work is a small share of an
+episode: a shorter one leaves it in the noise), run as a user runs it in a scratch folder,
+gives both: the seconds its record does not account for, and its episode less its physics
+and images, per call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from pytest_libero.results.layout import RESULTS_NAME
 
-CALLS = 4
+CALLS = 20
 REPLAN = 5
 RUN_TIMEOUT_S = 600.0
 
