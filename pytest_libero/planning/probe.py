@@ -1,7 +1,7 @@
 """This machine's phase costs: probed once, then kept per machine and renderer.
 
 The probe (``adapters/cost_probe.py``, then a one-case run timed from outside,
-``run_probe.py``) takes about a minute and a half on a CPU, so its figures
+``run_probe.py``) takes about a minute on a CPU, so its figures
 are cached in ``$XDG_CACHE_HOME/pytest-libero`` (``~/.cache/pytest-libero``) under a key
 made of the machine (its name, processor and cores) and the renderer's fingerprint: a
 new driver or a move to a GPU is a new key, and ``--refresh`` probes again. A cache
@@ -68,7 +68,7 @@ def phase_costs(*, refresh: bool, say: Callable[[str], None],
         except (OSError, ValueError, KeyError, TypeError) as exc:
             say(f"the probe cache {path} does not read ({type(exc).__name__}: {exc}); probing again")
     say("probing this machine's phase costs (three builds, five resets, 40 controls, then a "
-        "one-case run; about a minute and a half on a CPU, cached after)")
+        "one-case run; about a minute on a CPU, cached after)")
     found = (probe or measure)()
     if "error" in found:
         raise SetupError(f"the phase-cost probe failed: {found['error']}; give a finished run "
