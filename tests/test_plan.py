@@ -224,6 +224,25 @@ def cached_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cached
 
 
+@pytest.mark.parametrize("figure", ["-1", "NaN", "Infinity", '"fast"'])
+def test_a_cached_figure_that_is_no_duration_is_probed_over(figure: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_libero.planning.probe import CACHE_VERSION, cache_key, machine, phase_costs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    renderer = {"sha256": "a" * 64, "renderer": "by hand", "version": "1"}
+    cached = tmp_path / "pytest-libero" / f"probe-{cache_key(machine(), renderer)}.json"
+    cached.parent.mkdir(parents=True)
+    figures = {"build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}
+    cached.write_text(json.dumps({"version": CACHE_VERSION, **figures})
+                      .replace('"build_s": 3.0', f'"build_s": {figure}'))
+    said: list[str] = []
+    costs = phase_costs(refresh=False, say=said.append, fingerprint=lambda: renderer,
+                        probe=lambda: {**figures, "build_s": 2.0})
+    assert said[0].startswith(f"the probe cache {cached} does not read"), said
+    assert costs.build_s == 2.0 and json.loads(cached.read_text())["build_s"] == 2.0
+
+
 def served_profile(tmp_path: Path, port: int) -> Path:
     profile = tmp_path / "served.toml"
     profile.write_text(f'name = "served"\ndescription = "a served policy"\n\n[policy]\n'

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 from collections.abc import Callable, Mapping
@@ -98,8 +99,8 @@ def _costs(found: Mapping[str, Any], path: Path) -> PhaseCosts:
         raise ValueError(f"its version is {found.get('version')!r}, not {CACHE_VERSION}")
     figures = {name: float(found[name]) for name in FIGURES}
     figures.update({name: float(found.get(name, 0.0)) for name in RUN_FIGURES})
-    if any(not value >= 0 for value in figures.values()):
-        raise ValueError("a figure is negative or not a number")
+    if any(not 0 <= value < math.inf for value in figures.values()):
+        raise ValueError("a figure is negative, infinite or not a number")
     renderer = found.get("renderer") or {}
     return PhaseCosts(settle_s=0.0, source=(
         f"the probe cached at {path} (renderer {renderer.get('renderer', '?')}, "
