@@ -2,7 +2,7 @@
 its rows, and docs/reliability.md's "Hostile input, round N" table is generated from them.
 
 A row names the class it belongs to (the issue's numbering: round 3's 1-14 from issue 40,
-round 4's H1-H10 from issue 49), what was tried and what the user sees; the test that
+round 4's H1-H10 from issue 49, round 5's R1-R13 from issue 60), what was tried and what the user sees; the test that
 proves it runs that very row. ``render`` writes a round's table, and
 ``tests/test_reliability_table.py`` fails when the doc's copy differs, so the doc is
 regenerated (``python -m harness.hostile``), never edited by hand.
@@ -73,6 +73,23 @@ ROUND_4 = Round(4, ("test_hostile_decisions", "test_hostile_kinds", "test_hostil
     10: "`log` checks a tracker's name as the run's option does",
 }, prefix="H")
 """Issue 49's sweep."""
+ROUND_5 = Round(5, ("test_hostile_scores", "test_hostile_plan_inputs", "test_hostile_numbers",
+                   "test_hostile_evaluate", "test_hostile_demo_files", "test_hostile_signals"), {
+    1: "A score is derived: recomputed from outcome, progress and engagement wherever it is read (S1)",
+    2: "The plan's probe cache is untrusted input: a bounded regular file of strict, plausible figures (P3a)",
+    3: "The plan's own numbers and a run's recorded timings are finite and plausible (P1, P2)",
+    4: "evaluate() gives control back when a lent object's infer never returns (E2)",
+    5: "infer() raising SystemExit or KeyboardInterrupt is that case's error, named (E3)",
+    6: "evaluate() of a run id that already finished is refused, not returned (E1)",
+    7: "evaluate()'s task ids and GPUs are bounded before they are spelled out (E4)",
+    8: "The demo's shipped files are checked against hashes in the code, before any case (D1)",
+    9: "A baseline with no whole record is refused before any case (B1)",
+    10: "export's OUT is a path the system can make (X1)",
+    11: "A signal the run did not act on is never a case's error (G1)",
+    12: "Numbers from the environment and the options are read strictly (T1, L1)",
+    13: "What the round's wider sweep found",
+}, prefix="R")
+"""Issue 60's sweep: its labels (S1, P3a, ...) close each class's description."""
 ROUNDS = (ROUND_3, ROUND_4)
 BEGIN, END = ROUND_3.begin, ROUND_3.end
 
