@@ -2,8 +2,8 @@
 its rows, and docs/reliability.md's "Hostile input, round N" table is generated from them.
 
 A row names the class it belongs to (the issue's numbering: round 3's 1-14 from issue 40,
-round 4's H1-H10 from issue 49, round 5's R1-R13 from issue 60), what was tried and what the user sees; the test that
-proves it runs that very row. ``render`` writes a round's table, and
+round 4's H1-H10 from issue 49, round 5's R1-R13 from issue 60), what was tried and what
+the user sees; the test that proves it runs that very row. ``render`` writes a round's table, and
 ``tests/test_reliability_table.py`` fails when the doc's copy differs, so the doc is
 regenerated (``python -m harness.hostile``), never edited by hand.
 """
