@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +103,14 @@ def zero_server(chunk: int = 5, *, wait_s: float = 60.0) -> Iterator[str]:
 
 
 def timed_pytest(args: Sequence[str], label: str, *, expected: int | None = None,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+                 env: dict[str, str] | None = None,
+                 keep: Callable[[Path], Any] | None = None) -> dict[str, Any]:
     """One whole ``python -m pytest ARGS`` in a scratch folder, timed start to exit.
 
     Returns the wall time, the number of cases and the median per case of the plugin's
-    own timings (setup + episode). Exits naming ``label`` when a case errored or cases
-    are missing (``expected``: how many there must be; at least one in any case).
+    own timings (setup + episode); with ``keep``, also what it makes of the results root
+    (``kept``) before the scratch folder goes. Exits naming ``label`` when a case errored
+    or cases are missing (``expected``: how many there must be; at least one in any case).
     """
     work = Path(tempfile.mkdtemp(prefix="bench-run-"))
     results = work / "results"
@@ -126,7 +128,7 @@ def timed_pytest(args: Sequence[str], label: str, *, expected: int | None = None
         per_case = [sum(float(r.get("timings", {}).get(k, 0.0)) for k in ("setup_s", "episode_s"))
                     for r in records]
         return {"wall_s": wall, "cases": len(records), "per_case_s": median(per_case),
-                "exit": done.returncode}
+                "exit": done.returncode, **({"kept": keep(results)} if keep else {})}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,0 +1,78 @@
+"""The files real runs open: the benchmark's and the demo's cases, run under strace.
+
+MuJoCo reads meshes and textures from C, out of sight of Python's audit hooks, so the
+runs are traced at the system-call level (``strace -f -e trace=%file``: every call that
+names a path, opens and stats alike). A path counts when it names a regular file that
+exists; which of them the bundle keeps is ``staging.py``'s choice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+BENCH_SUITE = "libero_90"
+BENCH_CASES = 32
+"""The device run's largest selection: -n 16 with two cases per worker, tasks 0-31
+(bench/gpu_throughput.py takes its cases from the front of libero_90)."""
+RUN_TIMEOUT_S = 1800.0
+_PATH = re.compile(r'"(/(?:[^"\\]|\\.)*)"')
+
+
+def traced_commands() -> list[tuple[str, list[str]]]:
+    """The runs whose files the device needs: (label, pytest arguments)."""
+    bench = ["--libero-profile=zero", "--libero-scope=task_coverage", f"--libero-suite={BENCH_SUITE}",
+             f"--libero-task-ids=0-{BENCH_CASES - 1}", "--libero-budget-mode=decisions",
+             "--libero-max-policy-calls=1", "--libero-replan-interval=5",
+             "--libero-policy-option=chunk=5", "-n", "2"]
+    return [("bench", bench), ("demo", ["--libero-profile=demo", "-n", "2"])]
+
+
+def strace_path() -> str:
+    found = shutil.which("strace")
+    if found is None:
+        raise SystemExit("device bundle: strace is needed to find the asset files real runs open "
+                         "(apt-get install strace)")
+    return found
+
+
+def trace_runs(logs: Path) -> list[Path]:
+    """Each traced command run to its end as a user runs it (a scratch folder of its own,
+    ``python -m pytest``); its strace log under ``logs``. A failed run stops the build."""
+    logs.mkdir(parents=True, exist_ok=True)
+    written = []
+    for label, arguments in traced_commands():
+        log = logs / f"{label}.strace"
+        with tempfile.TemporaryDirectory(prefix=f"bundle-trace-{label}-") as work:
+            Path(work, "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+            command = [strace_path(), "-f", "-qq", "-e", "trace=%file", "-o", str(log),
+                       sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                       f"--libero-results={work}/results", *arguments]
+            env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+            done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"device bundle: the traced {label} run failed (exit {done.returncode}):\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        written.append(log)
+    return written
+
+
+def opened_files(logs: Iterable[Path], under: Sequence[Path]) -> set[Path]:
+    """Every existing regular file below one of ``under`` that a traced call named."""
+    roots = tuple(str(root.resolve()) + os.sep for root in under)
+    found: set[Path] = set()
+    for log in logs:
+        with log.open(encoding="utf-8", errors="surrogateescape") as lines:
+            for line in lines:
+                for match in _PATH.finditer(line):
+                    path = match.group(1)
+                    if path.startswith(roots) and os.path.isfile(path):
+                        found.add(Path(os.path.realpath(path)))
+    return found
