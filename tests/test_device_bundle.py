@@ -24,9 +24,9 @@ from installs import ROOT, interpreter
 from venvs import clean_env, run
 
 from release.device_bundle.__main__ import DEVICE_CARRY_BYTES, checkout_bytes
-from release.device_bundle.dependencies import carried, closure
-from release.device_bundle.image import PROVIDED_BY, image_packages
-from release.device_bundle.tracing import opened_files
+from release.device_bundle.dependencies import carried, closure, requirements_of
+from release.device_bundle.image import PROVIDED_BY, canonical, image_packages
+from release.device_bundle.tracing import read_files
 
 pytestmark = [pytest.mark.install, pytest.mark.simulator]
 BUILD_TIMEOUT_S = 1800.0
@@ -41,6 +41,22 @@ class Arrival:
     opened: set[Path]
     venv: Path
     base: Path
+    dest: Path
+
+
+def image_requirements() -> list[str]:
+    """The image's packages pytest-libero needs, each with every version bound the
+    closure puts on it (an opencv below 5 for LIBERO, a numpy below 3), and setuptools,
+    which the image has and imageio-ffmpeg 0.5.1 names."""
+    needed = closure()
+    wanted = {name for name in needed if name not in carried(needed, image_packages())}
+    bounds: dict[str, list[str]] = {PROVIDED_BY.get(name, name): [] for name in wanted}
+    for name in needed:
+        for requirement in requirements_of(name):
+            key = canonical(requirement.name)
+            if key in wanted and str(requirement.specifier):
+                bounds[PROVIDED_BY.get(key, key)].append(str(requirement.specifier))
+    return ["setuptools", *(name + ",".join(sorted(set(specs))) for name, specs in sorted(bounds.items()))]
 
 
 def image_only_venv(venv: Path) -> Path:
@@ -49,16 +65,15 @@ def image_only_venv(venv: Path) -> Path:
     if base is None:
         pytest.skip("no Python 3.12 here (pyenv install 3.12): the GPU machines run 3.12")
     run([str(base), "-m", "venv", str(venv)], 180, f"creating a venv with {base}")
-    image = image_packages()
-    wanted = sorted(PROVIDED_BY.get(name, name) for name in closure()
-                    if name not in carried(closure(), image))
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *wanted], 900,
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *image_requirements()], 900,
         "installing the GPU image's packages (needs the package index)")
     return base
 
 
 @pytest.fixture(scope="module")
 def arrival(tmp_path_factory: pytest.TempPathFactory) -> Arrival:
+    if shutil.which("strace") is None:
+        pytest.skip("no strace (apt-get install strace): the builder traces the files real runs open")
     work = tmp_path_factory.mktemp("device")
     bundle = work / "bundle"
     run([sys.executable, "-m", "release.device_bundle", str(bundle)], BUILD_TIMEOUT_S,
@@ -80,11 +95,11 @@ def arrival(tmp_path_factory: pytest.TempPathFactory) -> Arrival:
         last = n == len(parts)
         command = ["bash", str(part / "run.sh"), *(["--smoke"] if last else [])]
         if last:
-            command = [shutil.which("strace") or "strace", "-f", "-qq", "-e", "trace=%file",
+            command = ["strace", "-f", "-qq", "-e", "trace=%file",
                        "-o", str(trace), *command]
         calls.append(subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True,
                                     timeout=RUN_TIMEOUT_S, check=False))
-    return Arrival(parts, calls, out, opened_files([trace], [Path("/")]), venv, base)
+    return Arrival(parts, calls, out, read_files([trace]), venv, base, work / "dest")
 
 
 def test_each_part_fits_one_device_call_with_the_checkout(arrival: Arrival) -> None:
@@ -118,6 +133,8 @@ def test_the_bundle_runs_the_demo_and_the_benchmark_offline(arrival: Arrival) ->
 def test_the_run_reads_nothing_outside_the_bundle_the_venv_and_the_system(arrival: Arrival) -> None:
     base_prefix = Path(subprocess.run([str(arrival.base), "-c", "import sys; print(sys.base_prefix)"],
                                       capture_output=True, text=True, check=True).stdout.strip())
+    arrived = [p for p in arrival.opened if p.is_relative_to(arrival.dest / "bundle" / "assets")]
+    assert any(p.suffix == ".png" for p in arrived), "the traced run read the restored textures"
     forbidden = [ROOT, Path(sys.prefix), Path.home()]
     read = [p for p in arrival.opened
             if any(p.is_relative_to(f) for f in forbidden) and not p.is_relative_to(base_prefix)]

@@ -50,11 +50,15 @@ def closure(root: str = ROOT_DISTRIBUTION) -> dict[str, str]:
             raise SystemExit(f"device bundle: {name} is needed but not installed here; install "
                              f"the project with its dependencies first (pip install -e .)") from exc
         found[name] = dist.version
-        for line in dist.requires or []:
-            requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate(TARGET_MARKERS):
-                pending.append(requirement.name)
+        pending += [requirement.name for requirement in requirements_of(name)]
     return found
+
+
+def requirements_of(name: str) -> list[Requirement]:
+    """An installed distribution's run-time requirements on the GPU machine (markers
+    evaluated there, no extras)."""
+    found = [Requirement(line) for line in distribution(name).requires or []]
+    return [r for r in found if r.marker is None or r.marker.evaluate(TARGET_MARKERS)]
 
 
 def carried(needed: dict[str, str], image: dict[str, str | None]) -> dict[str, str]:

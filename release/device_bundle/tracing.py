@@ -23,6 +23,8 @@ BENCH_CASES = 32
 (bench/gpu_throughput.py takes its cases from the front of libero_90)."""
 RUN_TIMEOUT_S = 1800.0
 _PATH = re.compile(r'"(/(?:[^"\\]|\\.)*)"')
+_OPEN = re.compile(r'^(\d+) +openat\(AT_FDCWD, "(/(?:[^"\\]|\\.)*)", ([A-Z_|]+)(.*)$')
+_RESUMED = re.compile(r'^(\d+) +<\.\.\. openat resumed>.*= (-?\d+)')
 
 
 def traced_commands() -> list[tuple[str, list[str]]]:
@@ -66,7 +68,7 @@ def trace_runs(logs: Path) -> list[Path]:
 
 def opened_files(logs: Iterable[Path], under: Sequence[Path]) -> set[Path]:
     """Every existing regular file below one of ``under`` that a traced call named."""
-    roots = tuple(str(root.resolve()) + os.sep for root in under)
+    roots = tuple(os.path.join(str(root.resolve()), "") for root in under)
     found: set[Path] = set()
     for log in logs:
         with log.open(encoding="utf-8", errors="surrogateescape") as lines:
@@ -76,3 +78,26 @@ def opened_files(logs: Iterable[Path], under: Sequence[Path]) -> set[Path]:
                     if path.startswith(roots) and os.path.isfile(path):
                         found.add(Path(os.path.realpath(path)))
     return found
+
+
+def read_files(logs: Iterable[Path]) -> set[Path]:
+    """Every regular file a traced process opened for reading and got (``openat`` with a
+    descriptor back, a call cut in two by another process's output joined again)."""
+    found: set[Path] = set()
+    pending: dict[str, str] = {}
+    for log in logs:
+        with log.open(encoding="utf-8", errors="surrogateescape") as lines:
+            for line in lines:
+                if (opened := _OPEN.match(line)) is not None:
+                    pid, path, flags, rest = opened.groups()
+                    if "O_WRONLY" in flags or "O_DIRECTORY" in flags:
+                        continue
+                    if "<unfinished ...>" in rest:
+                        pending[pid] = path
+                    elif re.search(r"= \d+", rest):
+                        found.add(Path(path))
+                elif (resumed := _RESUMED.match(line)) is not None:
+                    path = pending.pop(resumed.group(1), "")
+                    if path and int(resumed.group(2)) >= 0:
+                        found.add(Path(path))
+    return {Path(os.path.realpath(p)) for p in found if os.path.isfile(p)}
