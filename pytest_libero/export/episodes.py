@@ -30,6 +30,7 @@ from pytest_libero.export.frames import (
     plan_frames,
 )
 from pytest_libero.files import CorruptLine, new_folder_problem
+from pytest_libero.goals.score import derived_score
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 from pytest_libero.results.run_reader import RunRead, read_run, shown
@@ -228,7 +229,7 @@ def episode_metadata(plan: ExportPlan, index: int, episode: EpisodePlan) -> dict
         "controls": counters.get("executed_controls"),
         "policy_calls": counters.get("policy_calls"),
         "first_success_control": counters.get("first_success_control"),
-        "score": record.get("score"),
+        "score": derived_score(record),
         "progress": record.get("progress"),
         "track": record.get("track"),
         "replan_interval": (record.get("budget") or {}).get("replan_interval"),
