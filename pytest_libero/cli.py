@@ -141,7 +141,7 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         "and listed. Needs pytest-libero[lerobot]; docs/export.md.",
     )
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    export.add_argument("--lerobot", type=Path, required=True, metavar="OUT",
+    export.add_argument("--lerobot", required=True, metavar="OUT",
                         help="the dataset's root, a folder that does not exist yet")
     export.add_argument("--videos", action="store_true",
                         help="encode the images with lerobot's video encoding instead of "
@@ -194,6 +194,9 @@ def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pytest_libero.export.dataset import MissingLerobot, write_dataset
     from pytest_libero.export.episodes import plan_export
 
+    if not args.lerobot:  # Path("") would be the current folder
+        parser.exit(2, "pytest-libero export: --lerobot is empty; name a new folder for the dataset\n")
+    args.lerobot = Path(args.lerobot)
     try:
         plan = plan_export(args.run_dir, args.lerobot)
         written = write_dataset(plan, args.lerobot, repo_id=args.repo_id or f"pytest-libero/{plan.run_id}",

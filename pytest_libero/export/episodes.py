@@ -11,6 +11,7 @@ their sha256 only while the dataset is written (``dataset.py``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,16 +97,23 @@ class ExportPlan:
 def plan_export(run_dir: Path, out: Path) -> ExportPlan:
     """The episodes of ``run_dir`` for a new dataset at ``out``; SetupError, naming the
     folder and the fix, for anything that cannot be exported whole."""
-    if out.exists() or out.is_symlink():
-        raise SetupError(f"{out} exists; lerobot writes a dataset into a new folder only "
+    try:
+        os.lstat(out)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a name longer than the system takes, a loop of links
+        raise SetupError(f"cannot make {shown(out)} ({exc.strerror or exc}); name a new folder "
+                         "where this user can write") from None
+    else:
+        raise SetupError(f"{shown(out)} exists; lerobot writes a dataset into a new folder only "
                          "(LeRobotDataset.create): name one that does not exist yet")
     if out.resolve().is_relative_to(run_dir.resolve()):
-        raise SetupError(f"{out} lies inside {run_dir}, the run being exported; an export never "
-                         "writes into the evidence it reads: name a folder outside it")
+        raise SetupError(f"{shown(out)} lies inside {shown(run_dir)}, the run being exported; an "
+                         "export never writes into the evidence it reads: name a folder outside it")
     cannot = new_folder_problem(out)
     if cannot is not None:  # before lerobot loads (seconds) and before anything is read
-        raise SetupError(f"cannot make {out} ({cannot}); name a new folder where this user can "
-                         "write")
+        raise SetupError(f"cannot make {shown(out)} ({cannot}); name a new folder where this user "
+                         "can write")
     read = read_run(run_dir)
     level = str(read.run["plan"].get("evidence", FULL))
     if level not in STREAMED:
