@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from pytest_libero.config.decide import drawn_order, running_order
+from pytest_libero.config.numbers import decimal
 from pytest_libero.config.options import option_value
 from pytest_libero.config.settings import Settings, read_settings
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.planning.decided import expected_fraction
-from pytest_libero.planning.figures import HOUR, decimal
+from pytest_libero.planning.figures import HOUR
 from pytest_libero.planning.latency import assumptions
 from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
 from pytest_libero.planning.probe import phase_costs

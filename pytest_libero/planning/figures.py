@@ -5,13 +5,13 @@ name.
 A plan multiplies and sums what it reads: one figure of 1e308 overflows it, one of 1e300
 prints a 300-digit time, a negative one plans a run of "0s", and text or true read as a
 number is a figure nobody measured. So nothing is coerced (true is not 1, "3" is not 3)
-and every figure has an upper bound no real machine, run or policy comes near.
+and every figure has an upper bound no real machine, run or policy comes near. A number
+the command line gives is read in ASCII decimal digits (``config.numbers.decimal``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Final
 
 MINUTE: Final = 60.0
@@ -20,8 +20,6 @@ DAY: Final = 86400.0
 LONGEST_S: Final = 100_000 * HOUR
 """A wall time past this is printed as "over 100000h" (about 11 years), never in full."""
 
-_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
-"""A decimal number in ASCII digits: float() also takes "１", "٣", "1_0", " 5 " and "nan"."""
 
 
 def shown(value: Any) -> str:
@@ -49,8 +47,3 @@ def count(value: Any, what: str, lowest: int = 0, upper: int = 10**9) -> int:
         raise ValueError(f"{what} is {shown(value)}, not a count from {lowest} to {upper:,}")
     return value
 
-
-def decimal(text: str) -> float | None:
-    """``text`` as a number when it is one written in ASCII decimal digits (a sign, a point
-    and an exponent allowed), else None; 1e309 reads as inf, which a bound then refuses."""
-    return float(text) if _DECIMAL.fullmatch(text) else None
