@@ -20,6 +20,7 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.controls import read_control_hashes
 from pytest_libero.evidence.layout import CONTROLS_NAME, DATASET, FULL, STREAMED, EvidenceError
 from pytest_libero.evidence.reader import evidence_level, read_actions, read_observation_hashes
 from pytest_libero.export.frames import (
@@ -185,9 +186,8 @@ def _episode(read: RunRead, record: CaseRecord, layout: Layout) -> EpisodePlan:
         off_clock = timeline_problem(record, chunks, read.clock)
         if off_clock is not None:
             raise EvidenceError(off_clock)
-        if layout.every_control and not (path / CONTROLS_NAME).is_file():
-            raise EvidenceError(f"{path / CONTROLS_NAME} is missing, which a case of a run at "
-                                "evidence level dataset keeps")
+        if layout.every_control:
+            _check_controls(path, int(counters.get("executed_controls", 0)))
         frames = plan_frames(list(read_observation_hashes(path)), chunks,
                              int(counters.get("executed_controls", 0)), counters.get("held_controls"),
                              layout=layout.name, interval=layout.interval)
@@ -198,6 +198,20 @@ def _episode(read: RunRead, record: CaseRecord, layout: Layout) -> EpisodePlan:
         raise SetupError(f"case {shown(case)}: {path} is damaged ({type(exc).__name__}: "
                          f"{shown(exc)}): {COPY_CASE}") from None
     return EpisodePlan(case, path, record, tuple(frames))
+
+
+def _check_controls(path: Path, executed: int) -> None:
+    """A dataset-level case keeps one line per control, 0 (the settled scene) to the last
+    executed, in order: checked here, from the hashes alone, before lerobot loads (a
+    control missing, kept twice or out of order is refused by name, not found half way
+    through writing the dataset)."""
+    kept = read_control_hashes(path)
+    if kept is None:
+        raise EvidenceError(f"{path / CONTROLS_NAME} is missing, which a case of a run at "
+                            "evidence level dataset keeps")
+    if len(kept) != executed + 1:
+        raise EvidenceError(f"{CONTROLS_NAME} keeps {len(kept)} controls, but the record counts "
+                            f"{executed} executed after the settled scene ({executed + 1} in all)")
 
 
 def _same_shapes(episodes: list[EpisodePlan]) -> None:
