@@ -44,8 +44,10 @@ CACHE_LIMIT = 64 << 10
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "pytest-libero"
+    """``$XDG_CACHE_HOME/pytest-libero``; a relative XDG_CACHE_HOME is ignored, as the XDG
+    rule says (a cache never depends on the folder plan is started in)."""
+    root = os.environ.get("XDG_CACHE_HOME") or ""
+    return (Path(root) if os.path.isabs(root) else Path.home() / ".cache") / "pytest-libero"
 
 
 def machine() -> dict[str, Any]:
