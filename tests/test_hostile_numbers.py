@@ -267,8 +267,8 @@ def test_a_relative_cache_home_is_not_where_the_probe_is_cached(
 
 
 HOSTILE: list[Hostile] = [
-    *(Hostile(10, tried, f'exit 2, nothing made, lerobot not imported, one line, the path cut: '
-              f'"pytest-libero export: {said}"',
+    *(Hostile(10, tried, f'exit 2, nothing made, lerobot not imported, one line (a path cut to 200 '
+              f'characters): "pytest-libero export: {said}"',
               "tests/test_hostile_numbers.py::"
               f"test_export_refuses_an_out_the_system_cannot_make_before_lerobot_loads[{row_id}]")
       for row_id, _, tried, said in OUTS),
@@ -281,7 +281,8 @@ HOSTILE: list[Hostile] = [
               f"tests/test_hostile_numbers.py::test_a_command_s_number_not_in_ascii_digits_is_refused[{row_id}]")
       for row_id, _, code, tried, said in COMMANDS),
     *(Hostile(13, tried, 'export: exit 2, nothing written, lerobot not imported, one line: "pytest-libero '
-              f'export: case libero_10-00: RUN/cases/libero_10-00 is damaged (EvidenceError: {said}...)..."',
+              f'export: case libero_10-00: RUN/cases/libero_10-00 is damaged (EvidenceError: {said} ...): '
+              'copy the case folder again from where the run wrote it"',
               "tests/test_hostile_numbers.py::"
               f"test_a_dataset_case_with_damaged_controls_is_refused_before_lerobot_loads[{row_id}]")
       for row_id, _, _, tried, said in DAMAGES),

@@ -70,8 +70,8 @@ ROWS: list[tuple[Change, str, str, str]] = [
     (without_progress, "a failure's record (score 0) with its `progress` block removed and `score` "
      "set to 1.0, in results.jsonl and episode.json alike (verify said VERIFIED, merge a mean "
      "score of 1.0, a --libero-decide-score=progress baseline was accepted and recorded)",
-     "'score' is 1.0 with no 'progress' to stand on (a score is derived from the goal's "
-     "progress, never recorded alone)",
+     "is not a pytest-libero case record: 'score' is 1.0 with no 'progress' to stand on (a "
+     "score is derived from the goal's progress, never recorded alone)",
      "verify, merge and export: exit 2, nothing written, one line naming results.jsonl's line"),
     (beyond_progress, "a failure's `score` set to 1.0, its progress (no predicate held) kept, in "
      "results.jsonl and episode.json alike (merge summed it)",
@@ -149,13 +149,15 @@ def test_a_baseline_with_no_whole_record_is_refused_before_any_case(scored: Path
     assert "holds no whole record" in line and not (tmp_path / "merged").exists()
 
 
+SHORT = {"without_progress": "and no progress", "beyond_progress": "that its progress does not give"}
 HOSTILE: list[Hostile] = [
-    *(Hostile(1, tried, f'{seen}: "... the record of \'{FORGED}\' {said}; ..."; as '
-              "`--libero-baseline` with `--libero-decide-score=progress`: exit 4 before any case, "
-              "the same line",
-              f"tests/test_hostile_scores.py::test_a_forged_score_is_refused_by_every_reader[{change.__name__}]"
-              f", tests/test_hostile_scores.py::test_a_forged_score_is_no_baseline[{change.__name__}]")
-      for change, tried, said, seen in ROWS),
+    *(row for change, tried, said, seen in ROWS for row in (
+        Hostile(1, tried, f'{seen}: "... the record of \'{FORGED}\' {said}; ..."',
+                f"tests/test_hostile_scores.py::test_a_forged_score_is_refused_by_every_reader[{change.__name__}]"),
+        Hostile(1, f"a run whose failure has score 1.0 {SHORT[change.__name__]}, as `--libero-baseline` "
+                "with `--libero-decide-score=progress` (accepted; run.json recorded the forged score)",
+                f'exit 4 before any case, no run folder: "... the record of \'{FORGED}\' {said}; ..."',
+                f"tests/test_hostile_scores.py::test_a_forged_score_is_no_baseline[{change.__name__}]"))),
     Hostile(9, "`--libero-baseline` a run whose results.jsonl holds the first half of its only line "
             "(it was accepted; every case ran, then the gate failed with \"no paired cases\")",
             "exit 4 before any case, no run folder: \"--libero-baseline=RUN: its results.jsonl holds "
