@@ -22,9 +22,9 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_libero.config.numbers import decimal, decimal_arg, whole_arg
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import Refused
+from pytest_libero.protocol.digits import decimal, decimal_arg, whole_arg
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped, echo
 from pytest_libero.report import allure_config

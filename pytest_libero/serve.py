@@ -20,11 +20,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_libero.config.numbers import decimal_arg, whole_arg
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.policy.builtin.factory import build_inprocess, parse_policy_options
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.openpi.server import PolicyServer
+from pytest_libero.protocol.digits import decimal_arg, whole_arg
 from pytest_libero.protocol.errors import SetupError
 
 

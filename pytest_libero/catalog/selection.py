@@ -13,7 +13,7 @@ from typing import Any
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import OOD_KINDS, PARAPHRASE_VARIANT, Catalog, Entry
 from pytest_libero.catalog.validation import refuse_unvalidated
-from pytest_libero.config.numbers import whole
+from pytest_libero.protocol.digits import whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
 from pytest_libero.protocol.text import ECHO_LIMIT, echo

@@ -34,7 +34,7 @@ from pytest_libero.config.decide import (
     SUCCESS_SCORE,
     DecideSettings,
 )
-from pytest_libero.config.numbers import decimal, seconds, whole
+from pytest_libero.config.numbers import seconds
 from pytest_libero.config.plan import Gates, RunPlan, Watchdog, make_plan
 from pytest_libero.config.profiles import load_profile
 from pytest_libero.files import folder_name_problem
@@ -42,6 +42,7 @@ from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.builtin.factory import parse_policy_options
 from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
+from pytest_libero.protocol.digits import decimal, whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.config.numbers import whole
+from pytest_libero.protocol.digits import whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
 

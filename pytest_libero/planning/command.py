@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from pytest_libero.config.decide import drawn_order, running_order
-from pytest_libero.config.numbers import decimal
 from pytest_libero.config.options import option_value
 from pytest_libero.config.settings import Settings, read_settings
 from pytest_libero.config.workers import parse_gpus
@@ -32,6 +31,7 @@ from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_
 from pytest_libero.planning.probe import phase_costs
 from pytest_libero.planning.report import Planned, plan_lines, plan_object
 from pytest_libero.planning.shapes import case_shapes, run_costs
+from pytest_libero.protocol.digits import decimal
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
 

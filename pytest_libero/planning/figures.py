@@ -6,7 +6,7 @@ A plan multiplies and sums what it reads: one figure of 1e308 overflows it, one 
 prints a 300-digit time, a negative one plans a run of "0s", and text or true read as a
 number is a figure nobody measured. So nothing is coerced (true is not 1, "3" is not 3)
 and every figure has an upper bound no real machine, run or policy comes near. A number
-the command line gives is read in ASCII decimal digits (``config.numbers.decimal``).
+the command line gives is read in ASCII decimal digits (``protocol.digits.decimal``).
 """
 
 from __future__ import annotations
