@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import Refused
+from pytest_libero.protocol.digits import decimal, decimal_arg, whole_arg
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped, echo
 from pytest_libero.report import allure_config
@@ -62,14 +63,14 @@ def _main(argv: Sequence[str]) -> int:
     merge.add_argument("folders", nargs="+", type=Path, metavar="RUN_DIR")
     merge.add_argument("--out", help="the new folder (must not exist, nor lie inside a "
                        "folder being merged); default: a new run id beside the first folder")
-    merge.add_argument("--min-success", type=float, metavar="RATE",
+    merge.add_argument("--min-success", type=decimal_arg, metavar="RATE",
                        help="gate the merged run: exit 1 unless complete and at least RATE")
-    merge.add_argument("--min-safe-success", type=float, metavar="RATE",
+    merge.add_argument("--min-safe-success", type=decimal_arg, metavar="RATE",
                        help="gate the merged run: exit 1 unless complete, monitored, and "
                        "its safe-success rate is at least RATE")
     merge.add_argument("--baseline", type=Path, metavar="RUN_DIR",
                        help="gate the merged run against an earlier run (exact McNemar)")
-    merge.add_argument("--baseline-alpha", type=float, default=0.05)
+    merge.add_argument("--baseline-alpha", type=decimal_arg, default=0.05)
     report = commands.add_parser(
         "report",
         help="generate the Allure 3 HTML report from an --alluredir folder",
@@ -95,7 +96,7 @@ def _main(argv: Sequence[str]) -> int:
     verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     verify.add_argument("--case", action="append", default=[], metavar="ID",
                         help="verify only this case (repeatable)")
-    verify.add_argument("-n", "--jobs", type=int, default=1, metavar="N",
+    verify.add_argument("-n", "--jobs", type=whole_arg, default=1, metavar="N",
                         help="cases re-executed side by side (default 1)")
     verify.add_argument("--libero-kind", action="append", default=[], metavar="MODULE:CLASS",
                         help="a perturbation kind of your own that the run used (repeatable): "
@@ -141,7 +142,7 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         "and listed. Needs pytest-libero[lerobot]; docs/export.md.",
     )
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    export.add_argument("--lerobot", type=Path, required=True, metavar="OUT",
+    export.add_argument("--lerobot", required=True, metavar="OUT",
                         help="the dataset's root, a folder that does not exist yet")
     export.add_argument("--videos", action="store_true",
                         help="encode the images with lerobot's video encoding instead of "
@@ -194,6 +195,9 @@ def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from pytest_libero.export.dataset import MissingLerobot, write_dataset
     from pytest_libero.export.episodes import plan_export
 
+    if not args.lerobot:  # Path("") would be the current folder
+        parser.exit(2, "pytest-libero export: --lerobot is empty; name a new folder for the dataset\n")
+    args.lerobot = Path(args.lerobot)
     try:
         plan = plan_export(args.run_dir, args.lerobot)
         written = write_dataset(plan, args.lerobot, repo_id=args.repo_id or f"pytest-libero/{plan.run_id}",
@@ -345,12 +349,9 @@ def _safety_again(read: RunRead, record: CaseRecord,
 
 
 def _number(text: str) -> float | None:
-    """A finite float, or None."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    """A finite number in ASCII digits, or None."""
+    value = decimal(text.strip())
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

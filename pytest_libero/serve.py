@@ -24,6 +24,7 @@ from pytest_libero.config.profiles import load_profile
 from pytest_libero.policy.builtin.factory import build_inprocess, parse_policy_options
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.openpi.server import PolicyServer
+from pytest_libero.protocol.digits import decimal_arg, whole_arg
 from pytest_libero.protocol.errors import SetupError
 
 
@@ -49,11 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="keyword argument for the policy factory (repeatable)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--max-batch", type=int, default=16, metavar="N",
+    parser.add_argument("--port", type=whole_arg, default=8000)
+    parser.add_argument("--max-batch", type=whole_arg, default=16, metavar="N",
                         help="most concurrent requests per infer_batch call (default 16); "
                              "a policy without infer_batch is called one request at a time")
-    parser.add_argument("--batch-wait-ms", type=float, default=0.0, metavar="W",
+    parser.add_argument("--batch-wait-ms", type=decimal_arg, default=0.0, metavar="W",
                         help="how long a batch waits after its first request for more "
                              "(default 0: it takes what is already waiting)")
     args = parser.parse_args(argv)

@@ -200,8 +200,8 @@ def test_a_plan_from_a_finished_run(finished: Path, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(("args", "said"), [
     (["--libero-profile=zero", "--libero-scope=everything"], "--libero-scope='everything' is unknown"),
     (["--libero-scope=smoke"], "pytest-libero plan needs the run's options, --libero-profile first"),
-    (["--success-rate", "2", *SELECTION], "--success-rate must be between 0 and 1"),
-    (["--latency-ms", "-5", *SELECTION], "--latency-ms must be 0 or more"),
+    (["--success-rate", "2", *SELECTION], "--success-rate='2' is not a share from 0 to 1"),
+    (["--latency-ms", "-5", *SELECTION], "--latency-ms='-5' is not milliseconds from 0 to 3,600,000"),
 ])
 def test_bad_input_is_the_run_s_refusal_before_any_probe(args: list[str], said: str,
                                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -283,7 +283,7 @@ def verify_run(
     """Verify the run folder's cases (all, or ``cases``); write verify.json; return both.
     ``code``: the kinds and adapter of the user's own that the command named, the only
     code of run.json's naming that is imported."""
-    read = read_run(run_dir)
+    read = read_run(run_dir, scores=False)  # a forged score is that case's MISMATCH
     run = read.run
     chosen = _chosen(run_dir, read, cases)
     decision = check_decision(read.run, read.records, read.path)  # a damaged block: refused now

@@ -80,7 +80,10 @@ def _libero_config_file() -> Path | None:
             return None
         root = str(libero_config_path)
     candidate = Path(root).expanduser() / "config.yaml"
-    return candidate if candidate.is_file() else None
+    try:
+        return candidate if candidate.is_file() else None
+    except OSError:  # a LIBERO_CONFIG_PATH no file system holds: no config in effect to name
+        return None
 
 
 @dataclass(frozen=True)

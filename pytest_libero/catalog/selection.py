@@ -13,6 +13,7 @@ from typing import Any
 from pytest_libero.catalog.case_id import CaseId
 from pytest_libero.catalog.entries import OOD_KINDS, PARAPHRASE_VARIANT, Catalog, Entry
 from pytest_libero.catalog.validation import refuse_unvalidated
+from pytest_libero.protocol.digits import whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import FULL_STATES_PER_TASK, SUITES
 from pytest_libero.protocol.text import ECHO_LIMIT, echo
@@ -85,9 +86,9 @@ def parse_task_ids(text: str, option: str = "--libero-task-ids", *,
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
-        try:
-            ends = [int(end) for end in part.split("-", 1)] if "-" in part[1:] else [int(part)]
-        except ValueError:
+        read = [whole(end) for end in part.split("-", 1)] if "-" in part[1:] else [whole(part)]
+        ends = [end for end in read if end is not None]
+        if len(ends) != len(read):  # ASCII digits only: int() would take "１" or "1_0"
             raise SetupError(
                 f"{option}: cannot read {echo(part)}; "
                 "write indices like 0,1,4 or a range like 0-4"
@@ -310,10 +311,7 @@ def _pick(catalog: Catalog, suite: str, ids: Sequence[int]) -> list[Entry]:
 def parse_shard(text: str) -> tuple[int, int]:
     """Read "I/N" (1-based: 1/2 and 2/2 are the two halves)."""
     index, sep, count = text.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        i, n = 0, 0
+    i, n = whole(index.strip()) or 0, whole(count.strip()) or 0  # ASCII digits: never "１"
     if not sep or not 1 <= i <= n or n > MAX_SHARDS:
         raise SetupError(f"--libero-shard={echo(text)}: write I/N with 1 <= I <= N <= "
                          f"{MAX_SHARDS}, e.g. 1/4")

@@ -42,6 +42,7 @@ from pytest_libero.perturb import registry
 from pytest_libero.perturb.levels import parse_perturbations
 from pytest_libero.policy.builtin.factory import parse_policy_options
 from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
+from pytest_libero.protocol.digits import decimal, whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
 
@@ -268,18 +269,21 @@ TRACKER_WAIT_S = 120.0
 unreachable server, MLflow here at most 2 x 30 s (docs/export.md)."""
 
 
+TRACKER_WAIT_MAX_S = 86400.0
+"""The longest wait a run's end takes (a day): more is a typo, and overflows the poll."""
+
+
 def tracker_wait(environ: Mapping[str, str]) -> float:
-    """``PYTEST_LIBERO_TRACKER_WAIT``: seconds, positive and finite (a usage error otherwise)."""
+    """``PYTEST_LIBERO_TRACKER_WAIT``: seconds in ASCII digits, above 0 and at most a day
+    (a usage error otherwise)."""
     text = environ.get(TRACKER_WAIT_VARIABLE)
     if text is None or not text.strip():
         return TRACKER_WAIT_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise SetupError(f"{TRACKER_WAIT_VARIABLE}={echo(text)} is not a number of seconds above 0; "
-                         f"unset it for the default ({TRACKER_WAIT_S:g} s)")
+    seconds = decimal(text.strip())
+    if seconds is None or not 0 < seconds <= TRACKER_WAIT_MAX_S:
+        raise SetupError(f"{TRACKER_WAIT_VARIABLE}={echo(text)} is not a number of seconds above 0 "
+                         f"(at most {TRACKER_WAIT_MAX_S:g}, a day); unset it for the default "
+                         f"({TRACKER_WAIT_S:g} s)")
     return seconds
 
 
@@ -311,10 +315,10 @@ def _int_option(config: pytest.Config, name: str) -> int | None:
     value = option_value(config, name)
     if value is None:
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise SetupError(f"--libero-{name}={echo(value)} is not an integer") from None
+    number = whole(str(value).strip())
+    if number is None:
+        raise SetupError(f"--libero-{name}={echo(value)} is not an integer (digits 0-9)")
+    return number
 
 
 def _float_option(config: pytest.Config, name: str, *, allow_zero: bool = False) -> float | None:
@@ -399,11 +403,8 @@ def _rate_option(config: pytest.Config, name: str) -> float | None:
     value = option_value(config, name)
     if value is None:
         return None
-    try:
-        rate = float(value)
-    except ValueError:
-        rate = -1.0
-    if not 0.0 <= rate <= 1.0:
+    rate = decimal(str(value).strip())
+    if rate is None or not 0.0 <= rate <= 1.0:
         raise SetupError(f"--libero-{name}={echo(value)} must be a number between 0 and 1")
     return rate
 
@@ -453,9 +454,8 @@ def _float_between(config: pytest.Config, name: str, default: float, *, low: flo
     value = option_value(config, name)
     if value is None:
         return default
-    try:
-        number = float(value)
-    except ValueError:
+    number = decimal(str(value).strip())
+    if number is None:
         number = math.nan
     inside = low <= number < high if closed else low < number < high
     if not inside:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.protocol.digits import whole
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
 
@@ -25,10 +26,8 @@ WORKER_ORDER = "libero_order"
 
 def parse_gpus(text: str) -> tuple[int, ...]:
     """Read "0,1,3" into GPU indices; refuse duplicates and non-numbers."""
-    try:
-        gpus = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
-    except ValueError:
-        gpus = ()
+    read = [whole(part) for part in text.replace(" ", "").split(",") if part]
+    gpus = tuple(g for g in read if g is not None) if None not in read else ()
     if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
         raise SetupError(f"--libero-gpus={echo(text)}: give distinct GPU indices, e.g. 0,1,2,3")
     return gpus

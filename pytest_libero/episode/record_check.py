@@ -11,7 +11,8 @@ type at every depth (docs/records.md), and a table holds the keys its readers ta
 from it: clipping its counts, an error its kind, cause and message, an evidence file
 its bytes and sha256, a renderer fingerprint its identity keys. An ``entry`` is either
 its suite (and index) alone or whole: a variant or an init state is read whole
-(``Entry.from_dict``). Fields this version does not know are left alone. A record
+(``Entry.from_dict``). A ``score`` other than null stands on the record's ``progress``
+(it is derived from it). Fields this version does not know are left alone. A record
 longer than :data:`RECORD_LIMIT` is never read at all.
 """
 
@@ -27,7 +28,7 @@ from pytest_libero.evidence.layout import LEVELS
 from pytest_libero.evidence.renderer import fingerprint_problem
 from pytest_libero.files import folder_name_problem
 from pytest_libero.goals.progress import progress_problem
-from pytest_libero.goals.score import score_problem
+from pytest_libero.goals.score import score_disagreement, score_problem
 from pytest_libero.safety.verdict import ENGAGEMENT, VERDICTS
 
 RECORD_LIMIT = 8 << 20
@@ -240,4 +241,7 @@ def record_problem(data: Any) -> str | None:
                or entry_problem(data["entry"]) or shape_problem(data, RECORD, ""))
     if problem is None and data["outcome"] == "errored" and data.get("error") is None:
         return "an errored record without its 'error'"
+    if problem is None and "progress" not in data and score_disagreement(data) is not None:
+        return (f"'score' is {str(data['score'])[:20]} with no 'progress' to stand on (a score "
+                "is derived from the goal's progress, never recorded alone)")
     return problem

@@ -11,6 +11,7 @@ their sha256 only while the dataset is written (``dataset.py``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.evidence.controls import read_control_hashes
 from pytest_libero.evidence.layout import CONTROLS_NAME, DATASET, FULL, STREAMED, EvidenceError
 from pytest_libero.evidence.reader import evidence_level, read_actions, read_observation_hashes
 from pytest_libero.export.frames import (
@@ -30,6 +32,7 @@ from pytest_libero.export.frames import (
     plan_frames,
 )
 from pytest_libero.files import CorruptLine, new_folder_problem
+from pytest_libero.goals.score import derived_score
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.parameters import CONTROL_FREQ_HZ
 from pytest_libero.results.run_reader import RunRead, read_run, shown
@@ -95,16 +98,23 @@ class ExportPlan:
 def plan_export(run_dir: Path, out: Path) -> ExportPlan:
     """The episodes of ``run_dir`` for a new dataset at ``out``; SetupError, naming the
     folder and the fix, for anything that cannot be exported whole."""
-    if out.exists() or out.is_symlink():
-        raise SetupError(f"{out} exists; lerobot writes a dataset into a new folder only "
+    try:
+        os.lstat(out)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a name longer than the system takes, a loop of links
+        raise SetupError(f"cannot make {shown(out)} ({exc.strerror or exc}); name a new folder "
+                         "where this user can write") from None
+    else:
+        raise SetupError(f"{shown(out)} exists; lerobot writes a dataset into a new folder only "
                          "(LeRobotDataset.create): name one that does not exist yet")
     if out.resolve().is_relative_to(run_dir.resolve()):
-        raise SetupError(f"{out} lies inside {run_dir}, the run being exported; an export never "
-                         "writes into the evidence it reads: name a folder outside it")
+        raise SetupError(f"{shown(out)} lies inside {shown(run_dir)}, the run being exported; an "
+                         "export never writes into the evidence it reads: name a folder outside it")
     cannot = new_folder_problem(out)
     if cannot is not None:  # before lerobot loads (seconds) and before anything is read
-        raise SetupError(f"cannot make {out} ({cannot}); name a new folder where this user can "
-                         "write")
+        raise SetupError(f"cannot make {shown(out)} ({cannot}); name a new folder where this user "
+                         "can write")
     read = read_run(run_dir)
     level = str(read.run["plan"].get("evidence", FULL))
     if level not in STREAMED:
@@ -176,9 +186,8 @@ def _episode(read: RunRead, record: CaseRecord, layout: Layout) -> EpisodePlan:
         off_clock = timeline_problem(record, chunks, read.clock)
         if off_clock is not None:
             raise EvidenceError(off_clock)
-        if layout.every_control and not (path / CONTROLS_NAME).is_file():
-            raise EvidenceError(f"{path / CONTROLS_NAME} is missing, which a case of a run at "
-                                "evidence level dataset keeps")
+        if layout.every_control:
+            _check_controls(path, int(counters.get("executed_controls", 0)))
         frames = plan_frames(list(read_observation_hashes(path)), chunks,
                              int(counters.get("executed_controls", 0)), counters.get("held_controls"),
                              layout=layout.name, interval=layout.interval)
@@ -189,6 +198,20 @@ def _episode(read: RunRead, record: CaseRecord, layout: Layout) -> EpisodePlan:
         raise SetupError(f"case {shown(case)}: {path} is damaged ({type(exc).__name__}: "
                          f"{shown(exc)}): {COPY_CASE}") from None
     return EpisodePlan(case, path, record, tuple(frames))
+
+
+def _check_controls(path: Path, executed: int) -> None:
+    """A dataset-level case keeps one line per control, 0 (the settled scene) to the last
+    executed, in order: checked here, from the hashes alone, before lerobot loads (a
+    control missing, kept twice or out of order is refused by name, not found half way
+    through writing the dataset)."""
+    kept = read_control_hashes(path)
+    if kept is None:
+        raise EvidenceError(f"{path / CONTROLS_NAME} is missing, which a case of a run at "
+                            "evidence level dataset keeps")
+    if len(kept) != executed + 1:
+        raise EvidenceError(f"{CONTROLS_NAME} keeps {len(kept)} controls, but the record counts "
+                            f"{executed} executed after the settled scene ({executed + 1} in all)")
 
 
 def _same_shapes(episodes: list[EpisodePlan]) -> None:
@@ -228,7 +251,7 @@ def episode_metadata(plan: ExportPlan, index: int, episode: EpisodePlan) -> dict
         "controls": counters.get("executed_controls"),
         "policy_calls": counters.get("policy_calls"),
         "first_success_control": counters.get("first_success_control"),
-        "score": record.get("score"),
+        "score": derived_score(record),
         "progress": record.get("progress"),
         "track": record.get("track"),
         "replan_interval": (record.get("budget") or {}).get("replan_interval"),

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_libero.catalog.entries import variant_of
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import VIDEO_NAME
+from pytest_libero.goals.score import derived_score
 from pytest_libero.results.layout import read_summary
 from pytest_libero.results.run_reader import RunRead, read_run
 
@@ -169,7 +170,7 @@ def _row(case: str, record: CaseRecord | None) -> list[Scalar]:
     variant = variant_of(record["entry"])
     return [case, record["outcome"], cause, counters.get("executed_controls"),
             counters.get("policy_calls"),
-            None if variant is None else f"{variant.kind}:{variant.level}", record.get("score")]
+            None if variant is None else f"{variant.kind}:{variant.level}", derived_score(record)]
 
 
 def failure_videos(read: RunRead) -> dict[str, Path]:

@@ -25,14 +25,22 @@ from pytest_libero.config.settings import Settings, read_settings
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.planning.decided import expected_fraction
+from pytest_libero.planning.figures import HOUR
 from pytest_libero.planning.latency import assumptions
 from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
 from pytest_libero.planning.probe import phase_costs
 from pytest_libero.planning.report import Planned, plan_lines, plan_object
 from pytest_libero.planning.shapes import case_shapes, run_costs
+from pytest_libero.protocol.digits import decimal
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo
 
 USAGE_ERROR = 4
+NUMBERS: dict[str, tuple[float, str]] = {
+    "success_rate": (1.0, "a share from 0 to 1"), "success_share": (1.0, "a share from 0 to 1"),
+    "rate": (1.0, "a rate from 0 to 1"),
+    "latency_ms": (HOUR * 1000, f"milliseconds from 0 to {HOUR * 1000:,.0f} (an hour per call)")}
+"""The command's own numbers: written in ASCII decimal digits, each inside its bounds."""
 
 
 def plan_parser() -> argparse.ArgumentParser:
@@ -42,14 +50,14 @@ def plan_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="from_run", type=Path, metavar="RUN_DIR",
                         help="plan from a finished run's timings instead of this machine's probe")
     parser.add_argument("--refresh", action="store_true", help="probe this machine again")
-    parser.add_argument("--latency-ms", type=float, help="the policy's milliseconds per call, stated")
-    parser.add_argument("--success-rate", type=float,
+    parser.add_argument("--latency-ms", help="the policy's milliseconds per call, stated")
+    parser.add_argument("--success-rate",
                         help="share of cases assumed to succeed (default: --from's run's, else 0: "
                         "every case runs its cap)")
-    parser.add_argument("--success-share", type=float,
+    parser.add_argument("--success-share",
                         help="how far into its cap a success ends, on average (default: --from's "
                         f"run's, else {DEFAULT_SUCCESS_SHARE})")
-    parser.add_argument("--rate", type=float, default=0.5,
+    parser.add_argument("--rate", default="0.5",
                         help="--libero-decide: the true success rate its expected share is for")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (the figures and assumptions) instead of the text")
@@ -130,13 +138,16 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
 def plan_main(argv: Sequence[str], say: Callable[[str], None] | None = None) -> int:
     """The command: 0 with the plan printed, 4 for what the run would refuse."""
     flags, run_args = plan_parser().parse_known_args(list(argv))
-    for name in ("success_rate", "success_share", "rate"):
-        if getattr(flags, name) is not None and not 0 <= getattr(flags, name) <= 1:
-            print(f"pytest-libero plan: --{name.replace('_', '-')} must be between 0 and 1", file=sys.stderr)
+    for name, (upper, said) in NUMBERS.items():
+        text = getattr(flags, name)
+        if text is None:
+            continue
+        value = decimal(text)
+        if value is None or not 0 <= value <= upper:
+            print(f"pytest-libero plan: --{name.replace('_', '-')}={echo(text)} is not {said}",
+                  file=sys.stderr)
             return USAGE_ERROR
-    if flags.latency_ms is not None and not flags.latency_ms >= 0:
-        print("pytest-libero plan: --latency-ms must be 0 or more", file=sys.stderr)
-        return USAGE_ERROR
+        setattr(flags, name, value)
     tell = say or (lambda line: print(f"pytest-libero plan: {line}", file=sys.stderr, flush=True))
     planner = Planner(flags, tell)
     code = pytest.main(["--collect-only", "-p", "no:cacheprovider", *run_args], plugins=[planner])

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.planning.figures import HOUR, LONGEST_S
 from pytest_libero.planning.model import CaseShape, predict
 from pytest_libero.planning.shapes import Tally, case_shapes
 
@@ -78,7 +79,10 @@ class Remaining:
 
 
 def duration_text(seconds: float) -> str:
-    """``45s``, ``3m20s``, ``1h05m``."""
+    """``45s``, ``3m20s``, ``1h05m``; past :data:`LONGEST_S` (or not a number), never
+    spelled out in full."""
+    if not 0 <= seconds <= LONGEST_S:
+        return f"over {LONGEST_S / HOUR:.0f}h" if seconds > 0 else "?"
     whole = round(seconds)
     if whole < 60:
         return f"{whole}s"

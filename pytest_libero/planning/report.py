@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_libero.planning.figures import HOUR, LONGEST_S
 from pytest_libero.planning.model import (
     Assumptions,
     CaseShape,
@@ -34,6 +35,10 @@ class Planned:
 
 
 def duration(seconds: float) -> str:
+    """``45s``, ``3m 20s``, ``1h 05m``; past :data:`LONGEST_S` (or not a number), never
+    spelled out in full."""
+    if not 0 <= seconds <= LONGEST_S:
+        return f"over {LONGEST_S / HOUR:.0f}h" if seconds > 0 else "?"
     minutes, second = divmod(round(seconds), 60)
     hours, minute = divmod(minutes, 60)
     return f"{hours}h {minute:02d}m" if hours else f"{minute}m {second:02d}s" if minute else f"{second}s"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.planning.figures import DAY, HOUR, count, figure
 from pytest_libero.planning.model import Assumptions, CaseShape, PhaseCosts
+from pytest_libero.protocol.text import clipped
 from pytest_libero.results.run_reader import read_run
 
 CAMERAS = 2
@@ -47,11 +49,41 @@ def case_shapes(plan: RunPlan, order: Sequence[str] | None = None) -> list[CaseS
 
 def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
     """The phase costs a finished run measured, and what it found of the policy and of
-    success: its mean latency per call, its success rate and how early successes ended."""
+    success: its mean latency per call, its success rate and how early successes ended.
+    Each figure a completed case's record gives is checked first (ValueError naming the
+    case and the figure): a run folder is data, and one figure of 1e308 overflows a plan."""
     tally = Tally()
     for record in read_run(run_dir, "--from").records:
+        if record["outcome"] in ("success", "failure"):
+            _check_figures(record)
         tally.add(record)
     return tally.costs(f"the run {run_dir}")
+
+
+def _check_figures(record: CaseRecord) -> None:
+    """The figures :meth:`Tally.add` reads from a completed case, each a plain number
+    inside its bound (``planning/figures.py``)."""
+    what = f"the record of {clipped(str(record['case']), 80)!r}"
+    timings = record.get("timings", {})
+    for name, upper in (("setup_s", HOUR), ("episode_s", DAY), ("evidence_s", DAY)):
+        if name in timings:
+            figure(timings[name], f"{what}: timings.{name}", upper)
+    counters = record.get("counters")
+    if not isinstance(counters, dict):
+        raise ValueError(f"{what} has no counters")
+    count(counters.get("executed_controls"), f"{what}: counters.executed_controls")
+    count(counters.get("policy_calls"), f"{what}: counters.policy_calls")
+    for renders in (record.get("renders") or {}).values():
+        count(renders, f"{what}: renders")
+    for number, chunk in enumerate(record.get("chunks") or [], start=1):
+        if isinstance(chunk, dict) and "latency_s" in chunk:
+            figure(chunk["latency_s"], f"{what}: chunk {number}'s latency_s", HOUR)
+    if record["outcome"] == "success":
+        cap = count((record.get("budget") or {}).get("control_cap"),
+                    f"{what}: budget.control_cap", lowest=1)
+        first = counters.get("first_success_control")
+        if first is not None:
+            count(first, f"{what}: counters.first_success_control", upper=cap)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_libero.files import json_text
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import clipped, echo
 from pytest_libero.report.allure import CATEGORIES
 
 CONFIG_NAME = "allurerc.mjs"
@@ -100,17 +101,21 @@ def find_allure(environ: Mapping[str, str], cwd: Path) -> list[str] | None:
     explicit = environ.get(ALLURE_ENV)
     if explicit:
         path = Path(explicit)
-        problem = ("is a folder" if path.is_dir() else "no such file" if not path.is_file()
-                   else "is not executable" if path.suffix not in {".js", ".mjs", ".cjs"}
-                   and not os.access(path, os.X_OK) else None)
+        try:  # a name longer than the system takes is an answer, not a traceback
+            problem = ("is a folder" if path.is_dir() else "no such file" if not path.is_file()
+                       else "is not executable" if path.suffix not in {".js", ".mjs", ".cjs"}
+                       and not os.access(path, os.X_OK) else None)
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
         if problem is not None:
-            raise SetupError(f"{ALLURE_ENV}={explicit[:200]}: {problem}; point it at Allure 3's "
+            raise SetupError(f"{ALLURE_ENV}={echo(explicit)}: {problem}; point it at Allure 3's "
                              "allure executable or its cli.js, or unset it")
         command = _command(path, search_path)
         version = _version(command)
         if not version.startswith("3."):
             raise SetupError(
-                f"{ALLURE_ENV}={explicit} is not Allure 3 (its --version said {version!r}); "
+                f"{ALLURE_ENV}={echo(explicit)} is not Allure 3 (its --version said "
+                f"{clipped(version, 80)!r}); "
                 "point it at Allure 3's allure executable or its cli.js"
             )
         return command

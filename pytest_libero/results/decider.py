@@ -30,6 +30,7 @@ from pytest_libero.config.decide import (
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import json_text, write_json_atomic
+from pytest_libero.goals.score import derived_score
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.decision import ANYTIME, DecideSpec, Tracker, recompute
 from pytest_libero.results.decision_summary import decision_line, summary_block
@@ -69,8 +70,8 @@ def baseline_scores(decide: DecideSettings, baseline: Mapping[str, CaseRecord],
     completed with one; refused when it has none (a baseline recorded before scores)."""
     if decide.score != PROGRESS_SCORE:
         return {}
-    scores = {c: float(score) for c in native if (r := baseline.get(c)) is not None
-              and r["outcome"] in COMPLETED and (score := r.get("score")) is not None}
+    scores = {c: score for c in native if (r := baseline.get(c)) is not None
+              and r["outcome"] in COMPLETED and (score := derived_score(r)) is not None}
     if not scores:
         raise SetupError("--libero-decide-score=progress compares each case's partial-credit "
                          "score with the baseline's, and the baseline run has no completed case "

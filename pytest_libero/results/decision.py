@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_libero.config.decide import DECIDE_SCORES, PROGRESS_SCORE, SUCCESS_SCORE
 from pytest_libero.episode.record import CaseRecord
+from pytest_libero.goals.score import derived_score
 from pytest_libero.protocol.text import echo
 from pytest_libero.results.betting import Wealth
 from pytest_libero.results.exact import FAIL, PASS, Exact, baseline_rule, safe_success_rule, success_rule
@@ -386,10 +387,10 @@ def draw(gate: str, record: CaseRecord, baseline: str | None,
     if outcome == "errored":
         return f"{record['case']} errored"
     if gate == "baseline" and baseline_score is not None:
-        mine = record.get("score")
-        if isinstance(mine, bool) or not isinstance(mine, (int, float)):
+        mine = derived_score(record)
+        if mine is None:
             return f"{record['case']} has no score"
-        return (float(mine) - baseline_score + 1) / 2.0
+        return (mine - baseline_score + 1) / 2.0
     if gate == "min_success":
         return 1.0 if outcome == "success" else 0.0
     if gate == "min_safe_success":

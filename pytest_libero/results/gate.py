@@ -18,6 +18,7 @@ from pytest_libero.episode.record import CaseRecord
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.results.decision import GATE_LABELS
 from pytest_libero.results.decision_summary import gate_reason
+from pytest_libero.results.layout import RESULTS_NAME
 from pytest_libero.results.mcnemar import mcnemar_worse_p
 from pytest_libero.results.rates import COMPLETED
 from pytest_libero.results.renderers import RendererUse, conflict, joined, renderer_uses
@@ -203,6 +204,10 @@ def load_baseline(
                 f"{mine}; results of different protocols cannot be compared"
             )
     records = read.by_case
+    if not records:  # every gate would fail at the run's end, after every case ran
+        raise SetupError(f"{option}={run_dir}: its {RESULTS_NAME} holds no whole record (it is "
+                         "empty, or holds a torn line only), so there is nothing to compare this "
+                         "run with; give a baseline run that recorded its cases")
     if against is not None:
         mixed = conflict(joined(renderer_uses(records.values(), where=f"{option}={run_dir}"),
                                 against))

@@ -34,6 +34,7 @@ from pytest_libero.episode.record_check import RECORD_LIMIT, record_problem
 from pytest_libero.evidence.layout import LEVELS, RECORD_NAME
 from pytest_libero.evidence.renderer import fingerprint_problem
 from pytest_libero.files import Refused, folder_name_problem, read_capped
+from pytest_libero.goals.score import score_disagreement
 from pytest_libero.protocol.clock import REALTIME, SYNCHRONOUS
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
@@ -248,23 +249,28 @@ class RunRead:
                           f"the folders this merge was made from ({RUN_NAME}'s merged_from)")
 
 
-def read_run(folder: Path, option: str = "", *, plan: bool = True) -> RunRead:
+def read_run(folder: Path, option: str = "", *, plan: bool = True, scores: bool = True) -> RunRead:
     """run.json and results.jsonl of ``folder``, each checked and the records against the
     run (SetupError naming the file); ``plan=False``: a baseline's, whose run.json need
-    hold no more than its protocol identity."""
+    hold no more than its protocol identity. A record whose score is not the one its own
+    outcome, progress and engagement give is refused (``scores=False``: verify, which
+    answers it case by case)."""
     run = load_run(folder, option, plan=plan)
     records = read_results(folder, option)
-    problem = _records_problem(run, records)
+    problem = _records_problem(run, records, scores)
     if problem is not None:
         raise SetupError(f"{folder / RESULTS_NAME}:{problem}; {BEYOND_TORN}")
     return RunRead(folder, run, records)
 
 
-def _records_problem(run: dict[str, Any], records: list[CaseRecord]) -> str | None:
-    """``line: what`` for the first record its run.json contradicts, or None."""
+def _records_problem(run: dict[str, Any], records: list[CaseRecord], scores: bool = True) -> str | None:
+    """``line: what`` for the first record its run.json contradicts, or whose score is
+    not its own (``scores``), or None."""
     fingerprinted = run.get("renderer") is not None
     for number, record in enumerate(records, start=1):
         case = shown(record["case"])
+        if scores and (forged := score_disagreement(record)) is not None:
+            return f"{number}: the record of {case!r} {forged}"
         if fingerprinted and "renderer" not in (record.get("identity") or {}):
             return (f"{number}: the record of {case!r} carries no renderer fingerprint "
                     f"(identity.renderer), though its {RUN_NAME} names the run's renderer and "

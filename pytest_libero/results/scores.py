@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_libero.episode.record import CaseRecord
-from pytest_libero.goals.score import SCORE_VERSION
+from pytest_libero.goals.score import SCORE_VERSION, derived_score
 from pytest_libero.results.betting import bounded_mean_interval
 from pytest_libero.results.rates import COMPLETED
 
@@ -20,9 +20,9 @@ ALPHA = 0.05
 
 
 def scored(record: Mapping[str, Any]) -> float | None:
-    """A completed case's score, None when it has none."""
-    value = record.get("score")
-    return float(value) if record["outcome"] in COMPLETED and value is not None else None
+    """A completed case's score, None when it has none: recomputed from its progress,
+    never the number its ``score`` field holds (``goals.score.derived_score``)."""
+    return derived_score(record) if record["outcome"] in COMPLETED else None
 
 
 def has_scores(records: Iterable[Mapping[str, Any]]) -> bool:
