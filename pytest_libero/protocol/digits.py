@@ -16,9 +16,15 @@ _WHOLE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 
 
+WHOLE_DIGITS = 30
+"""More digits than any bound of this package allows (and past Python's own limit for
+turning text into a number, 4,300 digits, int() raises instead of answering)."""
+
+
 def whole(text: str) -> int | None:
-    """``text`` as a whole number written in ASCII digits (a sign allowed), else None."""
-    return int(text) if _WHOLE.fullmatch(text) else None
+    """``text`` as a whole number written in ASCII digits (a sign allowed, at most
+    WHOLE_DIGITS of them), else None."""
+    return int(text) if len(text) <= WHOLE_DIGITS + 1 and _WHOLE.fullmatch(text) else None
 
 
 def decimal(text: str) -> float | None:
