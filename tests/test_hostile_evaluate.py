@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, overload
 
 import pytest
+from cli_runs import UNPRIVILEGED
 from scripted_runs import make_run
 
 from harness.hostile import Hostile
@@ -268,6 +269,37 @@ def test_a_reply_that_is_not_one_is_its_call_s_error_and_never_copied(reply: str
     assert "MemoryError" not in done.stdout + done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+READ_ONLY = textwrap.dedent('''
+    import sys
+    from pytest_libero import EvaluationRefused, evaluate
+
+    class Still:
+        metadata = {}
+        def reset(self): pass
+        def infer(self, observation): raise AssertionError("no case may run")
+
+    try:
+        evaluate(Still(), task_ids=[0], results=sys.argv[1], scope="task_coverage", suite="libero_10")
+    except EvaluationRefused as exc:
+        print(f"refused: {exc}")
+''')
+
+
+def test_a_results_folder_this_user_cannot_write_is_refused(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o555)
+    done = subprocess.run([*UNPRIVILEGED, sys.executable, "-c", READ_ONLY, str(results)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and not done.stderr.strip(), done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith(f"refused: cannot create the run folder {results}/evaluate/") and \
+        line.endswith("(Permission denied); give a results location that is a folder this user can "
+                      "write (--libero-results, or merge's --out)"), line
+    assert list(results.iterdir()) == []
+
+
 _MISBEHAVING = "a lent object whose infer {}, served by `evaluate(obj, task_ids=[0, 1, 2])`"
 HOSTILE: list[Hostile] = [
     Hostile(4, _MISBEHAVING.format("never returns (the case errored at its timeout, then "
@@ -303,6 +335,11 @@ HOSTILE: list[Hostile] = [
           ("task-ids-text-megabyte", "`task_ids` a megabyte of text (the child's command line "
                                      "would not start: E2BIG)"),
           ("pytest-args-trillion", "`pytest_args` a sequence of 10^12 arguments"))),
+    Hostile(13, "`evaluate(obj, results=FOLDER)` where this user cannot write FOLDER (root without "
+            "its capabilities)", "EvaluationRefused, one line: \"cannot create the run folder "
+            "FOLDER/evaluate/... (Permission denied); give a results location that is a folder this "
+            "user can write ...\"; nothing written (it was so already)",
+            "tests/test_hostile_evaluate.py::test_a_results_folder_this_user_cannot_write_is_refused"),
     *(Hostile(13, f"a lent object whose infer returns {tried}", f"that case errors: \"the policy "
               f"server at ws://... raised while answering: {said}...\"{also}",
               f"tests/test_hostile_evaluate.py::test_a_reply_that_is_not_one_is_its_call_s_error_and_"
