@@ -43,7 +43,7 @@ HARD_TIMEOUT_S = 420
 MISBEHAVING = textwrap.dedent('''
     import json, sys, threading, time
     import pytest_libero
-    from pytest_libero import evaluate
+    from pytest_libero import EvaluationRefused, evaluate
 
     class Misbehaving:
         """Episode 1: infer raises SystemExit(3); episode 2: KeyboardInterrupt; then it
@@ -51,10 +51,16 @@ MISBEHAVING = textwrap.dedent('''
         metadata = {}
 
         def __init__(self):
-            self.episodes, self.did = 0, {}
+            self.episodes, self.did, self.again = 0, {}, None
 
         def reset(self):
             self.episodes += 1
+            if self.episodes == 1:  # the same object in a second call while this one runs
+                try:
+                    evaluate(self, task_ids=[3], results=sys.argv[1], **json.loads(sys.argv[3]))
+                    self.again = "ran"
+                except EvaluationRefused as exc:
+                    self.again = f"refused: {exc}"
 
         def infer(self, observation):
             what = {1: "SystemExit", 2: "KeyboardInterrupt"}.get(self.episodes, "stuck")
@@ -69,7 +75,8 @@ MISBEHAVING = textwrap.dedent('''
     found = evaluate(policy, task_ids=[0, 1, 2], results=sys.argv[1], run_id="misbehaving",
                      pytest_args=[f"--libero-call-timeout={sys.argv[2]}"], **json.loads(sys.argv[3]))
     print(json.dumps({"module": pytest_libero.__file__, "returned_at": time.time(),
-                      "outcomes": found.outcomes, "did": policy.did}), flush=True)
+                      "outcomes": found.outcomes, "did": policy.did, "again": policy.again}),
+          flush=True)
 ''')
 
 
@@ -134,6 +141,15 @@ def test_system_exit_and_keyboard_interrupt_from_infer_are_their_case_s_error(
     assert set(misbehaved.said["outcomes"].values()) == {"errored"} and len(misbehaved.records) == 3
     for noise in ("Task was destroyed", "Event loop is closed", "Traceback", "never awaited"):
         assert noise not in misbehaved.stderr, misbehaved.stderr
+
+
+@pytest.mark.simulator
+def test_the_same_object_in_a_second_call_at_once_is_refused(misbehaved: Misbehaved) -> None:
+    assert misbehaved.said["again"] == (
+        "refused: this policy object (Misbehaving) is already being evaluated by another evaluate() "
+        "call of this process, and one object serves one episode at a time: wait for that call, or "
+        "pass a factory"), misbehaved.said
+    assert len(misbehaved.records) == 3  # the first call went on, its three cases run
 
 
 def test_a_run_id_that_already_finished_is_refused_not_returned(tmp_path: Path) -> None:
@@ -335,6 +351,13 @@ HOSTILE: list[Hostile] = [
           ("task-ids-text-megabyte", "`task_ids` a megabyte of text (the child's command line "
                                      "would not start: E2BIG)"),
           ("pytest-args-trillion", "`pytest_args` a sequence of 10^12 arguments"))),
+    Hostile(13, "`evaluate(obj)` called again with the same object while a call serving it runs (here "
+            "from the object's own reset(); another thread alike): both served it at once, mixing "
+            "two episodes' state in one object",
+            "the second call: EvaluationRefused, one line: \"this policy object (...) is already being "
+            "evaluated by another evaluate() call of this process ... pass a factory\"; the first "
+            "goes on",
+            "tests/test_hostile_evaluate.py::test_the_same_object_in_a_second_call_at_once_is_refused"),
     Hostile(13, "`evaluate(obj, results=FOLDER)` where this user cannot write FOLDER (root without "
             "its capabilities)", "EvaluationRefused, one line: \"cannot create the run folder "
             "FOLDER/evaluate/... (Permission denied); give a results location that is a folder this "

@@ -26,7 +26,7 @@ from pytest_libero.files import json_text
 from pytest_libero.inloop.evaluation import Evaluation
 from pytest_libero.inloop.keywords import MAX_GPUS, Unspellable, option_args, pytest_arguments, spelled
 from pytest_libero.inloop.progress import Progress, Told
-from pytest_libero.inloop.served import OneObject, serving
+from pytest_libero.inloop.served import AlreadyLent, OneObject, serving
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
@@ -174,16 +174,20 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
             raise EvaluationRefused(f"a policy object ({_named(type(policy))}) serves one episode "
                                     f"at a time, and {workers} workers would run {workers} at once: "
                                     "pass a factory that builds one object per episode")
-        factory: Callable[[], Policy] = OneObject(_usable(policy, "the policy object"))
-        close, what = False, type(policy)
-    elif callable(policy):
-        factory, close, what = _checked(policy), True, policy
-    else:
+        lent = OneObject(_usable(policy, "the policy object"))
+        try:
+            with lent.lent_out(), serving(lent, close_policies=False) as endpoint:
+                yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
+                                        + _named(type(policy)), counters=True)), PROFILE_NAME
+        except AlreadyLent as exc:
+            raise EvaluationRefused(str(exc)) from None
+        return
+    if not callable(policy):
         raise TypeError(f"evaluate() needs a profile name, an endpoint (ws://HOST:PORT), a policy "
                         f"object with infer() or a factory of them; got a {type(policy).__name__}")
-    with serving(factory, close_policies=close) as endpoint:
+    with serving(_checked(policy), close_policies=True) as endpoint:
         yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
-                                + _named(what), counters=True)), PROFILE_NAME
+                                + _named(policy), counters=True)), PROFILE_NAME
 
 
 def _usable(policy: Any, what: str) -> Any:

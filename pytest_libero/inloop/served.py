@@ -30,13 +30,41 @@ CLOSE_S = 10.0
 """How long a policy call still running when the run has ended is waited for, then left."""
 
 
+_LENT: set[int] = set()
+"""The ids of the policy objects an ``evaluate()`` call of this process is serving."""
+_LENDING = threading.Lock()
+
+
+class AlreadyLent(RuntimeError):
+    """The object is being served by another ``evaluate()`` call of this process."""
+
+
 class OneObject:
     """A factory that lends the caller's one policy object to one episode at a time: a
-    second concurrent episode would mix its state with the first's."""
+    second concurrent episode would mix its state with the first's. Within one call that
+    is the episodes' rule; across calls (two threads, or a call from inside the policy's
+    own methods) :meth:`lent_out` refuses the second."""
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
         self.lent = False
+
+    @contextmanager
+    def lent_out(self) -> Iterator[None]:
+        """Hold the object for one ``evaluate()`` call (AlreadyLent if another holds it)."""
+        key = id(self.policy)
+        with _LENDING:
+            if key in _LENT:
+                raise AlreadyLent(f"this policy object ({type(self.policy).__qualname__}) is already "
+                                  "being evaluated by another evaluate() call of this process, and "
+                                  "one object serves one episode at a time: wait for that call, or "
+                                  "pass a factory")
+            _LENT.add(key)
+        try:
+            yield
+        finally:
+            with _LENDING:
+                _LENT.discard(key)
 
     def __call__(self) -> Policy:
         if self.lent:
