@@ -31,6 +31,7 @@ from pytest_libero.evidence.layout import RECORD_NAME
 from pytest_libero.evidence.renderer import known_renderers, unusable
 from pytest_libero.perturb.kinds.environment import room_table
 from pytest_libero.perturb.kinds.semantic import instruction_table
+from pytest_libero.policy.builtin.demo_files import check_demos
 from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.probe import preflight, server_gone
 from pytest_libero.protocol.errors import SetupError
@@ -118,6 +119,7 @@ def check_shipped_data() -> None:
     instruction_table()
     known_renderers()
     load_published()
+    check_demos()
 
 
 def worker_session(settings: Settings, workerinput: dict[str, Any]) -> Session:

@@ -196,7 +196,7 @@ def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:
     (Still(), {"workers": 2}, EvaluationRefused, "serves one episode at a time, and 2 workers"),
     (Still(), {"gpus": [0, 1]}, EvaluationRefused, "and 2 workers would run 2 at once: pass a factory"),
     (Still(), {"gpus": "0,0"}, EvaluationRefused, "--libero-gpus='0,0': give distinct GPU indices"),
-    (Still(), {"workers": 0}, EvaluationRefused, "workers=0: give a whole number of at least 1"),
+    (Still(), {"workers": 0}, EvaluationRefused, "workers=0: give a whole number from 1 to 256"),
     (Still(), {"scope": "everything"}, EvaluationRefused,
      "--libero-scope='everything' is unknown; allowed: smoke, development"),
     (Still(), {"task_ids": "x"}, EvaluationRefused, "--libero-task-ids"),

@@ -110,8 +110,13 @@ class FrameWriter:
             "-framerate", str(fps), "-i", "pipe:0",
             *codec_args, "-threads", "1", str(path),
         ]
+        # A process group of its own: a signal sent to the run's group (a CI script's
+        # background job whose pytest ignores SIGINT) is the run's to act on, never the
+        # encoder's alone, which would spoil the case's evidence and error it. A run that
+        # does stop kills its case process, and the encoder, reading EOF, ends.
         self._proc: subprocess.Popen[bytes] = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log
+            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log,
+            process_group=0,
         )
         reaper.append(self._proc)
         _yield_to_simulator(self._proc)

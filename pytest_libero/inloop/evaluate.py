@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -23,11 +24,12 @@ from typing import Any
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.inloop.evaluation import Evaluation
-from pytest_libero.inloop.keywords import option_args, spelled
+from pytest_libero.inloop.keywords import MAX_GPUS, Unspellable, option_args, pytest_arguments, spelled
 from pytest_libero.inloop.progress import Progress, Told
-from pytest_libero.inloop.served import OneObject, serving
+from pytest_libero.inloop.served import AlreadyLent, OneObject, serving
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.text import echo
 from pytest_libero.results.layout import SUMMARY_NAME, new_run_id
 
 PROFILE_NAME = "evaluate"
@@ -91,15 +93,20 @@ def evaluate(
     finish; without it a terminal gets a bar (tqdm's when installed).
 
     Raises :class:`EvaluationRefused` (in the plugin's words) for what the command line
-    refuses, TypeError for a policy of no usable kind, :class:`EvaluationFailed` when
-    the run ends without a summary. Ctrl-C stops the run (its summary is written, the
-    rest unattempted) and reaches the caller as KeyboardInterrupt.
+    refuses (a ``run_id`` whose folder exists included: a call never returns another
+    run's figures), TypeError for a policy of no usable kind, :class:`EvaluationFailed`
+    when the run ends without a summary of its own. Ctrl-C stops the run (its summary is
+    written, the rest unattempted) and reaches the caller as KeyboardInterrupt.
     """
-    options = option_args({
-        "scope": scope, "suite": suite, "task_ids": task_ids, "mode": mode, "perturb": perturb,
-        "min_success": min_success, "decide": decide, "order_seed": order_seed,
-        "evidence": evidence, "budget_mode": budget_mode, "max_policy_calls": max_policy_calls,
-        "replan_interval": replan_interval, "track": track, "gpus": gpus})
+    try:
+        options = option_args({
+            "scope": scope, "suite": suite, "task_ids": task_ids, "mode": mode, "perturb": perturb,
+            "min_success": min_success, "decide": decide, "order_seed": order_seed,
+            "evidence": evidence, "budget_mode": budget_mode, "max_policy_calls": max_policy_calls,
+            "replan_interval": replan_interval, "track": track, "gpus": gpus})
+        extra = pytest_arguments(pytest_args)
+    except Unspellable as exc:
+        raise EvaluationRefused(str(exc)) from None
     root = Path(results if results is not None else "libero-results").resolve()
     run = run_id or new_run_id()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
@@ -107,29 +114,41 @@ def evaluate(
         with _reached(policy, _workers(workers, gpus), Path(scratch)) as (profile, profile_name):
             argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider",
                     f"--libero-profile={profile}", *options, f"--libero-results={root}",
-                    f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []),
-                    *map(str, pytest_args)]
+                    f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []), *extra]
             run_dir = root / profile_name / run
+            before = _stamp(run_dir / SUMMARY_NAME)
             code = _child(argv, log, run_dir, progress)
         said = _said(log)
-    if not (run_dir / SUMMARY_NAME).is_file():
-        if code == USAGE_ERROR:
-            raise EvaluationRefused(said)
-        raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary at {run_dir}: "
-                               f"{said}")
+    if code == USAGE_ERROR:  # refused before any case: a summary there is another run's
+        raise EvaluationRefused(said)
+    found = _stamp(run_dir / SUMMARY_NAME)
+    if found is None or found == before:
+        raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary of its own "
+                               f"at {run_dir}: {said}")
     return Evaluation.read(run_dir, code)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file written by this call from one that was there before (None: no
+    file): its inode, size and modification time."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns) if stat.S_ISREG(found.st_mode) else None
 
 
 def _workers(workers: int, gpus: Sequence[int] | str | None) -> int:
     """How many episodes run at once: ``workers``, or with ``gpus`` and no ``workers``
     one per GPU (``--libero-gpus`` without ``-n``)."""
-    if type(workers) is not int or workers < 1:
-        raise EvaluationRefused(f"workers={workers!r}: give a whole number of at least 1 (pytest -n)")
+    if type(workers) is not int or not 1 <= workers <= MAX_GPUS:
+        raise EvaluationRefused(f"workers={echo(workers)}: give a whole number from 1 to {MAX_GPUS} "
+                                "(pytest -n)")
     if workers > 1 or gpus is None:
         return workers
     try:
-        return len(parse_gpus(spelled(gpus)))
-    except SetupError as exc:
+        return len(parse_gpus(spelled(gpus, "gpus")))
+    except (SetupError, Unspellable) as exc:
         raise EvaluationRefused(str(exc)) from None
 
 
@@ -155,16 +174,20 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
             raise EvaluationRefused(f"a policy object ({_named(type(policy))}) serves one episode "
                                     f"at a time, and {workers} workers would run {workers} at once: "
                                     "pass a factory that builds one object per episode")
-        factory: Callable[[], Policy] = OneObject(_usable(policy, "the policy object"))
-        close, what = False, type(policy)
-    elif callable(policy):
-        factory, close, what = _checked(policy), True, policy
-    else:
+        lent = OneObject(_usable(policy, "the policy object"))
+        try:
+            with lent.lent_out(), serving(lent, close_policies=False) as endpoint:
+                yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
+                                        + _named(type(policy)), counters=True)), PROFILE_NAME
+        except AlreadyLent as exc:
+            raise EvaluationRefused(str(exc)) from None
+        return
+    if not callable(policy):
         raise TypeError(f"evaluate() needs a profile name, an endpoint (ws://HOST:PORT), a policy "
                         f"object with infer() or a factory of them; got a {type(policy).__name__}")
-    with serving(factory, close_policies=close) as endpoint:
+    with serving(_checked(policy), close_policies=True) as endpoint:
         yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
-                                + _named(what), counters=True)), PROFILE_NAME
+                                + _named(policy), counters=True)), PROFILE_NAME
 
 
 def _usable(policy: Any, what: str) -> Any:

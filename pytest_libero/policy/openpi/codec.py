@@ -48,15 +48,17 @@ MAX_DEPTH: Final = 32
 # --------------------------------------------------------------------------- pack
 
 
-def pack(obj: Any) -> bytes:
+def pack(obj: Any, *, limit: int | None = None) -> bytes:
     """Encode ``obj`` as one openpi msgpack message.
 
     Accepts maps with str/bytes keys (msgpack readers refuse others by default),
     lists, tuples, str, bytes, int, float, bool, None, numpy arrays and numpy
     scalars. Raises ``CodecError`` naming the key path of the first value that
-    cannot travel.
+    cannot travel. ``limit``: the most bytes its arrays, strings and items may add up
+    to, counted before any is copied (a server's reply: a policy answering with a
+    broadcast array of 10**9 elements is refused, not spelled out in its memory).
     """
-    tree = _to_wire(obj, "$", 0)
+    tree = _to_wire(obj, "$", 0, _Budget(limit))
     try:
         data = msgpack.packb(tree, use_bin_type=True)
     except (OverflowError, ValueError, TypeError) as exc:  # e.g. an int past 64 bits
@@ -72,7 +74,22 @@ def _path(parent: str, key: object) -> str:
     return f"{parent}[{key!r}]"
 
 
-def _to_wire(obj: Any, path: str, depth: int) -> Any:
+class _Budget:
+    """What a message may still spend (None: no limit), charged before anything is copied."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.left = limit, limit
+
+    def charge(self, size: int, path: str) -> None:
+        if self.left is None or self.limit is None:
+            return
+        self.left -= size
+        if self.left < 0:
+            raise CodecError(f"{path}: the message holds more than {self.limit} bytes (this value "
+                             f"alone {size}); send a smaller reply")
+
+
+def _to_wire(obj: Any, path: str, depth: int, budget: _Budget) -> Any:
     """Rebuild ``obj`` from types msgpack writes natively, checking as it goes."""
     if isinstance(obj, np.generic):
         return _scalar_to_wire(obj, path)
@@ -81,13 +98,17 @@ def _to_wire(obj: Any, path: str, depth: int) -> Any:
             f"{path}: integer {obj} does not fit in 64 bits; send it as a float or str"
         )
     if obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        budget.charge(len(obj) if isinstance(obj, (str, bytes)) else 8, path)
         return obj
     if isinstance(obj, np.ndarray):
+        budget.charge(obj.nbytes, path)
         return _array_to_wire(obj, path)
     if isinstance(obj, (dict, list, tuple)) and depth >= MAX_DEPTH:
         raise CodecError(
             f"{path}: nested deeper than {MAX_DEPTH} levels; flatten the message"
         )
+    if isinstance(obj, (dict, list, tuple)):
+        budget.charge(len(obj), path)
     if isinstance(obj, dict):
         out: dict[Any, Any] = {}
         for key, value in obj.items():
@@ -98,11 +119,12 @@ def _to_wire(obj: Any, path: str, depth: int) -> Any:
                     f"{path}: map key {key!r} is a {type(key).__name__}; "
                     "use str keys (openpi observation keys are str)"
                 )
-            out[key] = _to_wire(value, _path(path, key), depth + 1)
+            out[key] = _to_wire(value, _path(path, key), depth + 1, budget)
         return out
     if isinstance(obj, (list, tuple)):
-        return [_to_wire(v, _path(path, i), depth + 1) for i, v in enumerate(obj)]
+        return [_to_wire(v, _path(path, i), depth + 1, budget) for i, v in enumerate(obj)]
     if isinstance(obj, (bytearray, memoryview)):
+        budget.charge(len(obj), path)
         return bytes(obj)
     raise CodecError(
         f"{path}: a {type(obj).__module__}.{type(obj).__qualname__} cannot travel; "

@@ -9,8 +9,14 @@ one would.
 Concurrency (docs/serving.md): every connection is one episode with its own policy
 object, taken from a pool that the factory fills only when all objects are in use, so
 ``pytest -n 4`` against one server never mixes episode states. Every policy call
-(build, reset, infer, infer_batch, close) runs on one thread, one at a time; a policy
-with ``infer_batch`` gets the concurrent requests gathered into batches.
+(build, reset, infer, infer_batch, close) runs on one daemon thread, one at a time
+(``policy_thread.py``); a policy with ``infer_batch`` gets the concurrent requests
+gathered into batches.
+
+Whatever a policy call raises is that call's error reply, SystemExit and
+KeyboardInterrupt included: raised inside ``infer`` they come from the policy's own
+code (a user's Ctrl-C reaches the main thread, never the policy thread), so they end
+that call's episode and the server goes on serving the next ones.
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import sys
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +39,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from pytest_libero.policy.contract import BatchPolicy, Observation, Policy
+from pytest_libero.policy.openpi.client import DEFAULT_MAX_MESSAGE_BYTES
 from pytest_libero.policy.openpi.codec import pack, unpack
 from pytest_libero.policy.openpi.layout import COUNTER_KEYS, RequestLayout
+from pytest_libero.policy.openpi.policy_thread import PolicyThread
+from pytest_libero.protocol.text import echo
 
 log = logging.getLogger("pytest_libero.serve")
 
@@ -42,6 +52,11 @@ SERVER_KEY = "pytest_libero/server"
 cannot collide with a policy's own metadata)."""
 
 _ERROR_CLOSE = "Internal server error. Traceback included in previous frame."
+MAX_REPLY_BYTES = DEFAULT_MAX_MESSAGE_BYTES
+"""The most a reply may hold, counted before it is packed (a client takes no more by default):
+a policy's answer of a billion elements is its call's error, never a copy of it here."""
+STOPPED = "RuntimeError: the policy server stopped before this call was answered"
+"""The reply of a call still waiting when the server stops (its client is gone)."""
 
 Outcome = dict[str, Any] | str
 """What the policy thread hands a connection: its reply, or the traceback text."""
@@ -91,7 +106,7 @@ class PolicyServer:
         self.layout = layout or RequestLayout()
         # One thread for every policy call: frameworks with per-thread state (CUDA
         # streams, default graphs) see a single caller, and no policy needs a lock.
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="policy")
+        self._thread = PolicyThread()
         first = self._thread.submit(factory).result()
         self.batched = isinstance(first, BatchPolicy)
         self.max_batch = max_batch if self.batched else 1
@@ -130,14 +145,16 @@ class PolicyServer:
                     if episode is None:
                         episode, new_episode = await self._acquire(), True
                     outcome = await self._submit(episode, observation, new_episode)
-                    reply = outcome if isinstance(outcome, str) else pack(outcome)
+                    reply = outcome if isinstance(outcome, str) else pack(outcome, limit=MAX_REPLY_BYTES)
                 except Exception:
                     reply = traceback.format_exc()
-                if isinstance(reply, str):  # openpi's error path: traceback, then 1011
+                try:
                     await websocket.send(reply)
-                    await websocket.close(1011, _ERROR_CLOSE)
+                    if isinstance(reply, str):  # openpi's error path: traceback, then 1011
+                        await websocket.close(1011, _ERROR_CLOSE)
+                        return
+                except ConnectionClosed:  # its client left while the policy answered
                     return
-                await websocket.send(reply)
         finally:
             self._connections -= 1
             self._arrived.set()  # a batch waiting for this connection need not wait
@@ -161,7 +178,7 @@ class PolicyServer:
         """An idle policy object, or a new one from the factory when all are in use."""
         if self._idle:
             return self._idle.pop()
-        episode = await asyncio.get_running_loop().run_in_executor(self._thread, self.factory)
+        episode = await asyncio.get_running_loop().run_in_executor(self._thread, _built, self.factory)
         self._built.append(episode)
         if self.batched and not isinstance(episode, BatchPolicy):
             raise TypeError(f"the factory built a {type(episode).__name__} without infer_batch "
@@ -177,16 +194,24 @@ class PolicyServer:
     async def _dispatch(self) -> None:
         """Forever: gather waiting calls into a batch, run it on the policy thread."""
         loop = asyncio.get_running_loop()
-        while True:
-            await self._until(lambda: bool(self._pending), None)
-            if self.batch_wait_s > 0:
-                deadline = loop.time() + self.batch_wait_s
-                await self._until(self._batch_full, deadline)
-            batch = [self._pending.popleft() for _ in range(min(self.max_batch, len(self._pending)))]
-            outcomes = await loop.run_in_executor(self._thread, self._run, batch)
-            for call, outcome in zip(batch, outcomes, strict=True):
-                if not call.done.done():  # its connection's handler may be cancelled
-                    call.done.set_result(outcome)
+        batch: list[_Call] = []
+        try:
+            while True:
+                await self._until(lambda: bool(self._pending), None)
+                if self.batch_wait_s > 0:
+                    deadline = loop.time() + self.batch_wait_s
+                    await self._until(self._batch_full, deadline)
+                batch = [self._pending.popleft() for _ in range(min(self.max_batch, len(self._pending)))]
+                outcomes = await loop.run_in_executor(self._thread, self._run, batch)
+                for call, outcome in zip(batch, outcomes, strict=True):
+                    if not call.done.done():  # its connection's handler may be cancelled
+                        call.done.set_result(outcome)
+                batch = []
+        finally:  # stopped: a call waiting (or stuck on the policy thread) ends its handler
+            for call in [*batch, *self._pending]:
+                if not call.done.done():
+                    call.done.set_result(STOPPED)
+            self._pending.clear()
 
     def _batch_full(self) -> bool:
         """Full at ``max_batch``, or once every open connection has a request waiting:
@@ -215,14 +240,15 @@ class PolicyServer:
             try:
                 if call.reset:
                     call.episode.reset()
-            except Exception:
-                outcomes[i] = traceback.format_exc()
+            except BaseException:  # noqa: BLE001 - SystemExit too: the call's error, not the server's
+                outcomes[i] = _failure("reset")
         live = [i for i in range(len(batch)) if i not in outcomes]
         started = time.perf_counter()
         try:
             replies = self._infer([batch[i] for i in live]) if live else []
-        except Exception:
-            outcomes.update(dict.fromkeys(live, traceback.format_exc()))
+        except BaseException:  # noqa: BLE001 - as above
+            failure = _failure("infer_batch" if self.batched else "infer")
+            outcomes.update(dict.fromkeys(live, failure))
             return [outcomes[i] for i in range(len(batch))]
         infer_ms = (time.perf_counter() - started) * 1000
         for i, reply in zip(live, replies, strict=True):
@@ -235,7 +261,11 @@ class PolicyServer:
         observations = [call.observation for call in calls]
         if not self.batched:
             [call] = calls
-            return [dict(call.episode.infer(call.observation))]
+            reply = call.episode.infer(call.observation)
+            if not isinstance(reply, Mapping):
+                raise TypeError(f"infer answered {_what(reply)}, not a map (give a dict with "
+                                "'actions', docs/serving.md)")
+            return [dict(reply)]
         episodes: list[Any] = [call.episode for call in calls]
         first: BatchPolicy = episodes[0]
         replies = list(first.infer_batch(observations, episodes))
@@ -244,7 +274,7 @@ class PolicyServer:
                              f"{len(calls)} observations")
         for reply in replies:
             if not isinstance(reply, Mapping):
-                raise TypeError(f"infer_batch answered a {type(reply).__name__}, not a map")
+                raise TypeError(f"infer_batch answered {_what(reply)}, not a map")
         return [dict(reply) for reply in replies]
 
     async def run(self, host: str, port: int, ready: threading.Event | None = None, *,
@@ -267,20 +297,66 @@ class PolicyServer:
             if ready is not None:
                 ready.set()
             try:
-                await server.serve_forever()
+                # Not server.serve_forever(): cancelled, it closes the server and waits for
+                # every handler first, and a handler waiting on a call the dispatcher holds
+                # (an infer that never returns) would never end.
+                await asyncio.get_running_loop().create_future()
             finally:
-                dispatcher.cancel()
+                dispatcher.cancel()  # answers every waiting call, so each handler ends
+                with suppress(asyncio.CancelledError):
+                    await dispatcher
 
-    def close(self, *, policies: bool = True) -> None:
+    def close(self, *, policies: bool = True, wait_s: float | None = None) -> bool:
         """Close every policy object built that has ``close`` (``policies``), on the policy
         thread, then stop it. A caller that lent its own object keeps it open
-        (``policies=False``)."""
+        (``policies=False``). ``wait_s``: wait at most that long for the thread (None:
+        as long as it takes); a close that raised raises here. Returns whether the
+        thread ended: False when a call (an ``infer`` that never returns) still runs on
+        it, left behind on its daemon thread."""
+        closings = []
         if policies:
             for policy in self._built:
                 closing = getattr(policy, "close", None)
                 if callable(closing):
-                    self._thread.submit(closing).result()
-        self._thread.shutdown()
+                    closings.append(self._thread.submit(closing))
+        self._thread.shutdown(wait_s=wait_s)
+        for closed in closings:
+            if closed.done():
+                closed.result()
+        return not self._thread.stuck
+
+
+def _what(reply: object) -> str:
+    """A reply that is not a map, named in a few words (its type, a short text's value)."""
+    if reply is None or isinstance(reply, (bool, int, float)):
+        return repr(reply)
+    if isinstance(reply, str):
+        return f"the text {echo(reply)}"
+    return f"a {type(reply).__module__}.{type(reply).__qualname__}"
+
+
+def _built(factory: Callable[[], Policy]) -> Policy:
+    """A factory's object; a SystemExit or KeyboardInterrupt it raises is its connection's
+    error (an Exception), never the event loop's end."""
+    try:
+        return factory()
+    except Exception:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - not the server's to end
+        raise RuntimeError(f"the policy factory raised {type(exc).__name__}: {exc}") from exc
+
+
+def _failure(where: str) -> str:
+    """The reply for the exception being handled, raised by the policy's ``where``: its
+    traceback, and for one that is not an Exception (SystemExit, KeyboardInterrupt) a
+    last line naming it, which the client shows first."""
+    text = traceback.format_exc()
+    raised = sys.exc_info()[1]
+    if raised is None or isinstance(raised, Exception):
+        return text
+    said = f": {raised}" if str(raised) else ""
+    return (f"{text.rstrip()}\n{type(raised).__name__}{said}, raised by the policy's {where}(): it "
+            "fails this call only; the server goes on serving\n")
 
 
 def _health(connection: ServerConnection, request: Request) -> Response | None:
