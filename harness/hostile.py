@@ -90,7 +90,7 @@ ROUND_5 = Round(5, ("test_hostile_scores", "test_hostile_plan_inputs", "test_hos
     13: "What the round's wider sweep found",
 }, prefix="R")
 """Issue 60's sweep: its labels (S1, P3a, ...) close each class's description."""
-ROUNDS = (ROUND_3, ROUND_4)
+ROUNDS = (ROUND_3, ROUND_4, ROUND_5)
 BEGIN, END = ROUND_3.begin, ROUND_3.end
 
 
