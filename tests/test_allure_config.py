@@ -161,7 +161,7 @@ def test_report_refuses_to_overwrite_a_users_config(tmp_path: Path, results: Pat
 def test_report_refuses_a_wrong_allure(tmp_path: Path, results: Path) -> None:
     done = report(tmp_path, str(results), **{ALLURE_ENV: sys.executable})
     assert done.returncode == 2
-    assert f"{ALLURE_ENV}={sys.executable} is not Allure 3" in done.stderr
+    assert f"{ALLURE_ENV}='{sys.executable}' is not Allure 3" in done.stderr
 
 
 def test_report_without_allure_writes_the_config_and_says_what_to_run(
