@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +108,14 @@ class Batched(Still):
     """A factory's object with ``infer_batch``: every request of the run comes through it,
     and each call's batch size is kept in the list the factory's objects share."""
 
-    def __init__(self, batches: list[int]) -> None:
+    def __init__(self, batches: list[int], heard: dict[str, list[float]]) -> None:
         super().__init__()
-        self.batches = batches
+        self.batches, self.heard = batches, heard
 
     def infer_batch(self, observations: list[Any], episodes: list[Any]) -> list[dict[str, Any]]:
         self.batches.append(len(observations))
+        for observation in observations:  # when each task's calls came: one case, one connection
+            self.heard.setdefault(observation.language, []).append(time.monotonic())
         return [episode.infer(observation) for observation, episode in zip(observations, episodes)]
 
     def close(self) -> None:
@@ -122,9 +125,10 @@ class Batched(Still):
 def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(tmp_path: Path) -> None:
     batches: list[int] = []
     built: list[Batched] = []
+    heard: dict[str, list[float]] = {}
 
     def factory() -> Batched:
-        built.append(Batched(batches))
+        built.append(Batched(batches, heard))
         return built[-1]
 
     found = evaluate(factory, task_ids=[0, 1, 2], workers=2, gpus=[0], results=tmp_path,
@@ -135,7 +139,10 @@ def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(tmp_path: Pa
     assert {(r["gpu"], r["egl_device"]) for r in records} == {("0", "0")}
     assert all(r["policy_metadata"]["pytest_libero/server"]["infer_batch"] for r in records)
     assert sum(batches) == 3 * 2 and sum(b.calls for b in built) == 6  # 2 calls per case, all batched
-    assert len(built) >= 2  # a second object for the second concurrent episode
+    windows = sorted((min(times), max(times)) for times in heard.values())
+    assert len(windows) == 3, heard
+    if any(later[0] < earlier[1] for earlier, later in zip(windows, windows[1:])):
+        assert len(built) >= 2  # two cases' calls interleaved: a second object served the second
     assert all(getattr(b, "closed", False) for b in built)  # a factory's objects are closed
     assert closed(port_of(found))
 
