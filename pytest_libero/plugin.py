@@ -31,6 +31,7 @@ from pytest_libero.planning.eta import Remaining
 from pytest_libero.policy.openpi.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight
 from pytest_libero.protocol.errors import SetupError
+from pytest_libero.protocol.rendering import ROBOSUITE_ESCAPE_WARNING
 from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
 from pytest_libero.report.figures import RobustnessFigure
@@ -75,6 +76,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    message, module = ROBOSUITE_ESCAPE_WARNING
+    for category in ("SyntaxWarning", "DeprecationWarning"):  # pytest's own filters come first in a test
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category}:{module}")
     workerinput = getattr(config, "workerinput", None)
     under_xdist = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
     try:

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Mapping
+
+ROBOSUITE_ESCAPE_WARNING = ("invalid escape sequence", r".*[\\/]robosuite[\\/]")
+"""robosuite's own ``__init__.py`` holds a string with an invalid escape: compiling it warns
+(SyntaxWarning from Python 3.12, DeprecationWarning before), which an install without
+bytecode (uv's default) or a ``-B`` case host prints on every run. Message and module
+(the compiler names the file's path) match that one warning and nothing else."""
 
 
 def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
@@ -24,7 +31,8 @@ def headless_rendering(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def prepare_simulator_environment() -> None:
-    """Pick the headless renderer and quiet robosuite's import-time macro warning.
+    """Pick the headless renderer and quiet robosuite's import-time warnings (its macro
+    file's log line and :data:`ROBOSUITE_ESCAPE_WARNING`).
 
     Must run before robosuite or mujoco is imported; the operator's own
     MUJOCO_GL / PYOPENGL_PLATFORM win if set.
@@ -32,3 +40,6 @@ def prepare_simulator_environment() -> None:
     for name, value in headless_rendering(os.environ).items():
         os.environ.setdefault(name, value)
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    message, module = ROBOSUITE_ESCAPE_WARNING
+    for category in (SyntaxWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", message=message, category=category, module=module)
