@@ -11,12 +11,19 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from pytest_libero.inloop.evaluate import EvaluationFailed, EvaluationRefused, evaluate
+    from pytest_libero.inloop.evaluate import (
+        EvaluationFailed,
+        EvaluationInterrupted,
+        EvaluationRefused,
+        evaluate,
+    )
     from pytest_libero.inloop.evaluation import Evaluation
 
-_LAZY = {"evaluate": "pytest_libero.inloop.evaluate", "EvaluationRefused": "pytest_libero.inloop.evaluate",
-         "EvaluationFailed": "pytest_libero.inloop.evaluate", "Evaluation": "pytest_libero.inloop.evaluation"}
-__all__ = ["Evaluation", "EvaluationFailed", "EvaluationRefused", "__version__", "evaluate"]
+_LAZY = {**dict.fromkeys(("evaluate", "EvaluationRefused", "EvaluationFailed", "EvaluationInterrupted"),
+                         "pytest_libero.inloop.evaluate"),
+         "Evaluation": "pytest_libero.inloop.evaluation"}
+__all__ = ["Evaluation", "EvaluationFailed", "EvaluationInterrupted", "EvaluationRefused", "__version__",
+           "evaluate"]
 
 
 def __getattr__(name: str) -> Any:

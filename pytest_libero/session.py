@@ -38,7 +38,7 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.report import progress as live_progress
 from pytest_libero.results.decider import decided_line
 from pytest_libero.results.decision_summary import decision_line
-from pytest_libero.results.layout import RESULTS_NAME, case_path
+from pytest_libero.results.layout import RESULTS_NAME, case_path, resume_hint
 from pytest_libero.results.published import load_published
 from pytest_libero.results.recorder import Recorder
 
@@ -204,9 +204,7 @@ def run_case(session: Session, entry: Entry, *, config: pytest.Config,
                 session.host.discard_prepared()
             return Unattempted(gone,
                 f"{gone}; the remaining cases are left unattempted. Once the server is "
-                f"back, finish the run with the same command plus "
-                f"--libero-resume={session.run_dir} (and without --libero-run-id or "
-                "--libero-results)")
+                f"back, {resume_hint(session.run_dir)}")
     case_dir = case_path(session.run_dir, entry.case_id)
     cap = plan.budget_for(entry).control_cap
     with live_progress.case_progress(config, entry.case_id, cap) as progress:

@@ -42,20 +42,36 @@ def test_the_unfinished_cases_over_the_workers_less_what_the_running_ones_ran() 
     for case in ("libero_10-00", "libero_10-01"):
         remaining.start(case, 0.0)
     remaining.finish("libero_10-00", record("libero_10-00"))
-    # 12 s a case (2 s set-up, 10 s episode); three left on two workers: 24 s, of which
-    # the running one (started at 0) has run 5.
-    assert remaining.unfinished_s == pytest.approx(24.0)
+    # 12 s a case (2 s set-up, 10 s episode). At 5 s the running case holds its worker 7 s
+    # more, the other worker is free: 02 on it ends at 12, 03 after the running one at 19.
     assert remaining.seconds_left(5.0) == pytest.approx(19.0)
+    remaining.start("libero_10-02", 12.0)
+    remaining.start("libero_10-03", 12.0)
     assert remaining.seconds_left(30.0) == 0.0  # overdue: never negative
     assert eta_text(remaining, 5.0) == "1 of 4 done, about 19s left"
     assert eta_text(remaining, 5.0, short=True) == "1/4, ~19s left"
+
+
+def test_an_unstarted_case_waits_for_a_worker_though_the_others_run_late() -> None:
+    # -n 2 over three cases: 00 and 01 started together; 00 ended at 12 s, 01 is about to
+    # end, and 02 has not started. A mean over the running cases said "0s left"; 02 is 12 s.
+    remaining = Remaining(shapes(3), workers=2, prebuild=False)
+    for case in ("libero_10-00", "libero_10-01"):
+        remaining.start(case, 0.0)
+    remaining.finish("libero_10-00", record("libero_10-00"))
+    assert remaining.seconds_left(12.0) == pytest.approx(12.0)
+    assert eta_text(remaining, 12.0) == "1 of 3 done, about 12s left"
+    remaining.start("libero_10-02", 12.0)  # now two run at once: the later one sets the end
+    assert remaining.seconds_left(15.0) == pytest.approx(9.0)
 
 
 def test_prebuild_hides_a_set_up_behind_the_episode_before_it() -> None:
     remaining = Remaining(shapes(3), workers=1, prebuild=True)
     remaining.finish("libero_10-00", record("libero_10-00"))
     # Two left on one worker: the first set-up (2 s), two episodes, the second set-up hidden.
-    assert remaining.unfinished_s == pytest.approx(22.0)
+    assert remaining.seconds_left(0.0) == pytest.approx(22.0)
+    remaining.start("libero_10-01", 0.0)  # behind a running episode, the next set-up hides too
+    assert remaining.seconds_left(4.0) == pytest.approx(8.0 + 10.0)
 
 
 def test_successes_end_early_as_the_run_s_own_did() -> None:
@@ -64,7 +80,7 @@ def test_successes_end_early_as_the_run_s_own_did() -> None:
     remaining.finish("libero_10-01", record("libero_10-01", controls=100))
     # Half of the cases succeeded, at half their cap: the last is expected at 75 controls,
     # 0.1 s each, after a 2 s set-up.
-    assert remaining.unfinished_s == pytest.approx(2.0 + 7.5)
+    assert remaining.seconds_left(0.0) == pytest.approx(2.0 + 7.5)
 
 
 def test_cases_outside_the_plan_are_not_counted() -> None:

@@ -87,7 +87,10 @@ def test_an_object_raising_errors_its_case_and_the_next_call_works(tmp_path: Pat
     found = evaluate(policy, task_ids=[0, 1], results=tmp_path, **SHORT)  # type: ignore[arg-type]
     assert found.outcomes == {"libero_10-00": "errored", "libero_10-01": "failure"}, found.outcomes
     record = json.loads((found.run_dir / "results.jsonl").read_text().splitlines()[0])
-    assert "ArithmeticError" in record["error"]["message"] and "broke on call 2" in record["error"]["message"]
+    message = record["error"]["message"]  # told in the object's terms, not as a server's fault
+    assert message.startswith(f"your policy object ({Still.__module__}.Still) raised on call 2: "
+                              "ArithmeticError: the policy broke on call 2"), message
+    assert record["error"]["cause"] == "policy" and "ws://" not in record["summary"], record
     assert found.exit_code == 1 and closed(port_of(found))
     again = evaluate(policy, task_ids=[2], results=tmp_path, **SHORT)  # type: ignore[arg-type]
     assert again.outcomes == {"libero_10-02": "failure"} and again.run_dir != found.run_dir
@@ -122,7 +125,25 @@ class Batched(Still):
         self.closed = True
 
 
-def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(tmp_path: Path) -> None:
+def marked(mark: str) -> list[int]:
+    """The processes other than this one whose environment holds ``mark``: what this
+    test's evaluate() started and left running."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            held = mark.encode() in environ.read_bytes()
+            state = (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if held and state != "Z" and int(environ.parent.name) != os.getpid():
+            found.append(int(environ.parent.name))
+    return found
+
+
+def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mark = f"evaluate-{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("PYTEST_LIBERO_TEST_MARK", mark)  # inherited by all the run starts
     batches: list[int] = []
     built: list[Batched] = []
     heard: dict[str, list[float]] = {}
@@ -145,12 +166,13 @@ def test_a_factory_serves_two_workers_batched_and_the_gpus_pin_them(tmp_path: Pa
         assert len(built) >= 2  # two cases' calls interleaved: a second object served the second
     assert all(getattr(b, "closed", False) for b in built)  # a factory's objects are closed
     assert closed(port_of(found))
+    assert marked(mark) == []  # the workers' forkservers were gone before evaluate() returned
 
 
 INTERRUPTED = textwrap.dedent('''
     import json, os, signal, sys
     import numpy as np
-    from pytest_libero import evaluate
+    from pytest_libero import EvaluationInterrupted, evaluate
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started as a background job
     asked = []
@@ -165,27 +187,40 @@ INTERRUPTED = textwrap.dedent('''
             asked.append(done)
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C once the first case ended
 
-    short = dict(scope="task_coverage", suite="libero_10", budget_mode="decisions",
-                 max_policy_calls=2, replan_interval=5, results=sys.argv[1])
+    short = dict(scope="task_coverage", suite="libero_10", task_ids=[0, 1, 2, 3], budget_mode="decisions",
+                 max_policy_calls=2, replan_interval=5)
     try:
-        evaluate(Still(), task_ids=[0, 1, 2, 3], progress=told, run_id="cut", **short)
-    except KeyboardInterrupt:
-        print("interrupted", flush=True)
-    found = evaluate(Still(), task_ids=[0], run_id="after", **short)
-    print(json.dumps(found.outcomes))
+        evaluate(Still(), progress=told, run_id="cut", results=sys.argv[1], **short)
+    except EvaluationInterrupted as exc:
+        assert isinstance(exc, KeyboardInterrupt)
+        print(json.dumps({"said": str(exc), "run_dir": str(exc.run_dir)}), flush=True)
+        stopped = json.loads((exc.run_dir / "summary.json").read_text())
+        print(json.dumps(stopped), flush=True)
+        found = evaluate(Still(), resume=exc.run_dir, **short)  # the rest, in the same folder
+        print(json.dumps({"outcomes": found.outcomes, "run_dir": str(found.run_dir)}))
 ''')
 
 
-def test_an_interrupted_call_stops_its_run_and_the_next_call_works(tmp_path: Path) -> None:
+def test_an_interrupted_call_says_where_its_run_is_and_a_call_resumes_it(tmp_path: Path) -> None:
     script = tmp_path / "interrupt.py"
     script.write_text(INTERRUPTED)
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "results")], capture_output=True,
                           text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[:2] == ["interrupted", '{"libero_10-00": "failure"}'], done.stdout
-    cut = json.loads((tmp_path / "results" / "evaluate" / "cut" / "summary.json").read_text())
+    interrupted, cut, resumed = map(json.loads, done.stdout.splitlines())
+    run_dir = tmp_path / "results" / "evaluate" / "cut"
+    assert interrupted["run_dir"] == str(run_dir), interrupted
     completed, left = cut["counts"]["completed"], cut["unattempted"]
     assert completed >= 1 and left and completed + len(left) == 4, cut
+    assert interrupted["said"] == (f"evaluate() was interrupted with {len(left)} case(s) unattempted; the "
+                                   f"run is at {run_dir}: finish it with evaluate(<the same policy and "
+                                   f"keywords>, resume={str(run_dir)!r})"), interrupted
+    assert cut["stopped"] == (f"interrupted (Ctrl-C or SIGINT) with {len(left)} case(s) unattempted; finish "
+                              f"the run with the same command plus --libero-resume={run_dir} (and without "
+                              "--libero-run-id or --libero-results)"), cut["stopped"]
+    assert resumed == {"outcomes": {f"libero_10-0{i}": "failure" for i in range(4)}, "run_dir": str(run_dir)}
+    records = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(records) == 4, records  # each case once: the resumed call ran only what was left
 
 
 def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:

@@ -134,8 +134,10 @@ def test_system_exit_and_keyboard_interrupt_from_infer_are_their_case_s_error(
     record = misbehaved.records[what]
     assert record["outcome"] == "errored", record
     message = record["error"]["message"]
-    assert message.startswith("the policy server at ws://127.0.0.1:") and named in message.splitlines()[0], \
-        message
+    assert message.startswith("your policy object (__main__.Misbehaving) raised on call ") and \
+        named in message.splitlines()[0], message
+    error = record["error"]
+    assert (error["kind"], error["cause"]) == ("policy_transport", "policy"), error
     assert "did not answer" not in message, message  # the exception, not a timeout
     # The server went on: every case was attempted, the one after each of these too.
     assert set(misbehaved.said["outcomes"].values()) == {"errored"} and len(misbehaved.records) == 3
@@ -328,8 +330,8 @@ HOSTILE: list[Hostile] = [
             "tests/test_hostile_evaluate.py::test_an_infer_that_never_returns_gives_control_back"),
     *(Hostile(5, _MISBEHAVING.format(f"raises {what} (the server's event loop died: a transport "
                                      "timeout blamed, later cases unattempted, asyncio tracebacks)"),
-              f"that case errors at once: \"the policy server at ws://...: {named} ...\"; the next "
-              "cases run; nothing on stderr. A KeyboardInterrupt from infer is the policy's own "
+              f"that case errors at once: \"your policy object (...) raised on call N: {named} ...\"; "
+              "the next cases run; nothing on stderr. A KeyboardInterrupt from infer is the policy's own "
               "(Ctrl-C reaches the caller's main thread, never infer), so it does not stop the run",
               "tests/test_hostile_evaluate.py::test_system_exit_and_keyboard_interrupt_from_infer_are_"
               f"their_case_s_error[{what}]")

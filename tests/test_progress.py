@@ -451,6 +451,19 @@ def test_a_pipe_gets_one_line_per_finished_case_and_no_live_line(pytester: pytes
 
 
 @pytest.mark.simulator
+def test_under_xdist_the_estimate_counts_the_case_not_started(pytester: pytest.Pytester) -> None:
+    # -n 2 over three cases: when the first ends, the other worker is as far into its own
+    # and the third has not begun, so about one more case's time is left, never "0s".
+    result = pytester.runpytest_subprocess(*tiny(2, 0, 1, 2), "-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(failed=3)
+    first = re.search(r"^(\S+) finished in (\S+)s: .*\(1 of 3 done, about (\S+) left\)", result.stdout.str(),
+                      re.M)
+    assert first is not None, result.stdout.str()
+    took, left = float(first[2]), first[3]
+    assert left.endswith("s") and "m" not in left and int(left[:-1]) + 0.5 >= 0.5 * took, first[0]
+
+
+@pytest.mark.simulator
 def test_quiet_on_a_terminal_gets_finished_lines_only(tmp_path: Path) -> None:
     run = run_in_pty([*tiny(2, 0), "-q"], tmp_path, columns=150)
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.screen.text

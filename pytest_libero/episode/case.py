@@ -39,6 +39,7 @@ from pytest_libero.goals.progress import ProgressRecord
 from pytest_libero.goals.score import case_score
 from pytest_libero.perturb import registry
 from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
+from pytest_libero.policy.lent import as_lent
 from pytest_libero.policy.limits import check_metadata, recorded_metadata
 from pytest_libero.protocol.clock import REALTIME, measured_delay
 from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
@@ -146,6 +147,7 @@ def run_case(
         tell(Phase.POLICY_RESET)
         call_policy(policy.reset)
         check_metadata(policy.metadata, policy_named(plan))  # each connection may send anew
+        policy = as_lent(policy)  # evaluate()'s own object: its faults told in its terms
     except EpisodeError as exc:
         if setup is not None:
             setup.close()

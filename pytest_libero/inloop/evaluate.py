@@ -16,8 +16,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,9 @@ POLL_S = 0.5
 """How often the run folder is looked at for progress."""
 STOP_S = 60.0
 """How long an interrupted child may take to write its summary before it is killed."""
+LEFTOVER_S = 15.0
+"""How long the child's own processes (its workers' forkservers) may outlive it before
+they are killed: ``evaluate`` returns once they are gone."""
 
 
 class EvaluationRefused(ValueError):
@@ -55,6 +59,16 @@ class EvaluationRefused(ValueError):
 
 class EvaluationFailed(RuntimeError):
     """The run ended without a summary: the child pytest failed (its output's end says why)."""
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the run: ``run_dir`` holds what ran (None: it stopped before the run
+    had a folder); ``evaluate(..., resume=run_dir)`` with the same policy and keywords
+    runs the rest. A KeyboardInterrupt, so code that catches that goes on working."""
+
+    def __init__(self, message: str, run_dir: Path | None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 def evaluate(
@@ -77,6 +91,7 @@ def evaluate(
     gpus: Sequence[int] | str | None = None,
     results: str | Path | None = None,
     run_id: str | None = None,
+    resume: str | Path | None = None,
     pytest_args: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> Evaluation:
@@ -90,13 +105,16 @@ def evaluate(
     ``gpus`` without ``workers`` runs one worker per GPU, as ``--libero-gpus`` does (the
     GPUs are the simulator workers'; a served policy stays on its own device); anything
     else goes in ``pytest_args``. ``progress(done, total, successes)`` is told as cases
-    finish; without it a terminal gets a bar (tqdm's when installed).
+    finish; without it a terminal gets a bar (tqdm's when installed). ``resume``: the run
+    folder of an interrupted call, whose unattempted cases this call runs (with the same
+    policy and keywords, and no ``run_id`` or ``results``: the folder is the run's).
 
     Raises :class:`EvaluationRefused` (in the plugin's words) for what the command line
     refuses (a ``run_id`` whose folder exists included: a call never returns another
     run's figures), TypeError for a policy of no usable kind, :class:`EvaluationFailed`
     when the run ends without a summary of its own. Ctrl-C stops the run (its summary is
-    written, the rest unattempted) and reaches the caller as KeyboardInterrupt.
+    written, the rest unattempted, ``stopped`` saying so) and reaches the caller as
+    :class:`EvaluationInterrupted`, a KeyboardInterrupt naming the run folder.
     """
     try:
         options = option_args({
@@ -107,17 +125,26 @@ def evaluate(
         extra = pytest_arguments(pytest_args)
     except Unspellable as exc:
         raise EvaluationRefused(str(exc)) from None
+    if resume is not None and (run_id is not None or results is not None):
+        raise EvaluationRefused("resume continues its own run folder: drop run_id and results")
     root = Path(results if results is not None else "libero-results").resolve()
     run = run_id or new_run_id()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
         log = Path(scratch) / "pytest.log"
-        with _reached(policy, _workers(workers, gpus), Path(scratch)) as (profile, profile_name):
-            argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider",
-                    f"--libero-profile={profile}", *options, f"--libero-results={root}",
-                    f"--libero-run-id={run}", *(["-n", str(workers)] if workers > 1 else []), *extra]
-            run_dir = root / profile_name / run
+        with _reached(policy, _workers(workers, gpus), Path(scratch)) as (reaching, profile_name):
+            if resume is None:
+                run_dir = root / profile_name / run
+                where = [f"--libero-results={root}", f"--libero-run-id={run}"]
+            else:
+                run_dir = Path(resume).resolve()
+                where = [f"--libero-resume={run_dir}"]
+            argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider", *reaching,
+                    *options, *where, *(["-n", str(workers)] if workers > 1 else []), *extra]
             before = _stamp(run_dir / SUMMARY_NAME)
-            code = _child(argv, log, run_dir, progress)
+            try:
+                code = _child(argv, log, run_dir, progress)
+            except KeyboardInterrupt:
+                raise _interrupted(run_dir, before) from None
         said = _said(log)
     if code == USAGE_ERROR:  # refused before any case: a summary there is another run's
         raise EvaluationRefused(said)
@@ -126,6 +153,17 @@ def evaluate(
         raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary of its own "
                                f"at {run_dir}: {said}")
     return Evaluation.read(run_dir, code)
+
+
+def _interrupted(run_dir: Path, before: tuple[int, int, int] | None) -> EvaluationInterrupted:
+    """The interrupt as the caller gets it: where the run is and how to finish it."""
+    if _stamp(run_dir / SUMMARY_NAME) in (None, before):
+        return EvaluationInterrupted("evaluate() was interrupted before its run wrote a summary; "
+                                     f"nothing at {run_dir} to resume", None)
+    left = Evaluation.read(run_dir, 2).summary.get("unattempted") or []
+    return EvaluationInterrupted(f"evaluate() was interrupted with {len(left)} case(s) unattempted; the "
+                                 f"run is at {run_dir}: finish it with evaluate(<the same policy and "
+                                 f"keywords>, resume={str(run_dir)!r})", run_dir)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -153,13 +191,15 @@ def _workers(workers: int, gpus: Sequence[int] | str | None) -> int:
 
 
 @contextmanager
-def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]:
-    """The ``--libero-profile`` value that reaches ``policy``, and the run folder's
-    profile name; an object or a factory is served for as long as the block runs."""
+def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[list[str], str]]:
+    """The options that reach ``policy`` (``--libero-profile``, and ``--libero-endpoint``
+    for an endpoint or what is served here), and the run folder's profile name; an object
+    or a factory is served for as long as the block runs. The profile file names no
+    endpoint, so a call that resumes a run has the same profile (its port is another)."""
     if isinstance(policy, (str, os.PathLike)):
         text = os.fspath(policy)
         if "://" in text:
-            yield str(_profile_file(work, text, "an endpoint given to pytest_libero.evaluate")), PROFILE_NAME
+            yield _reaching(work, text, "an endpoint given to pytest_libero.evaluate"), PROFILE_NAME
             return
         from pytest_libero.config.profiles import load_profile
 
@@ -167,7 +207,7 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
             name = load_profile(text).name
         except SetupError as exc:
             raise EvaluationRefused(str(exc)) from None
-        yield text, name
+        yield [f"--libero-profile={text}"], name
         return
     if hasattr(policy, "infer"):
         if workers > 1:
@@ -177,8 +217,8 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
         lent = OneObject(_usable(policy, "the policy object"))
         try:
             with lent.lent_out(), serving(lent, close_policies=False) as endpoint:
-                yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
-                                        + _named(type(policy)), counters=True)), PROFILE_NAME
+                yield _reaching(work, endpoint, "served in-process by pytest_libero.evaluate: "
+                                + _named(type(policy)), counters=True), PROFILE_NAME
         except AlreadyLent as exc:
             raise EvaluationRefused(str(exc)) from None
         return
@@ -186,8 +226,8 @@ def _reached(policy: Any, workers: int, work: Path) -> Iterator[tuple[str, str]]
         raise TypeError(f"evaluate() needs a profile name, an endpoint (ws://HOST:PORT), a policy "
                         f"object with infer() or a factory of them; got a {type(policy).__name__}")
     with serving(_checked(policy), close_policies=True) as endpoint:
-        yield str(_profile_file(work, endpoint, "served in-process by pytest_libero.evaluate: "
-                                + _named(policy), counters=True)), PROFILE_NAME
+        yield _reaching(work, endpoint, "served in-process by pytest_libero.evaluate: "
+                        + _named(policy), counters=True), PROFILE_NAME
 
 
 def _usable(policy: Any, what: str) -> Any:
@@ -209,16 +249,17 @@ def _named(thing: Any) -> str:
     return f"{getattr(thing, '__module__', '?')}.{getattr(thing, '__qualname__', type(thing).__name__)}"
 
 
-def _profile_file(work: Path, endpoint: str, description: str, *, counters: bool = False) -> Path:
-    """A websocket profile for ``endpoint``, in the call's scratch folder. ``counters``:
-    each request carries the episode's counters, so a policy of this process sees the
-    observation an in-process one would (``Observation.policy_calls``, ``executed_controls``)."""
+def _reaching(work: Path, endpoint: str, description: str, *, counters: bool = False) -> list[str]:
+    """A websocket profile in the call's scratch folder, and ``endpoint`` as the option
+    that points it there. ``counters``: each request carries the episode's counters, so a
+    policy of this process sees the observation an in-process one would
+    (``Observation.policy_calls``, ``executed_controls``)."""
     path = work / f"{PROFILE_NAME}.toml"
     # A JSON string is a TOML basic string: the values are quoted by the strict writer.
     text = (f"name = {json_text(PROFILE_NAME)}\ndescription = {json_text(description)}\n"
-            f"track = \"rgb\"\n\n[policy]\ntransport = \"websocket\"\nendpoint = {json_text(endpoint)}\n")
+            "track = \"rgb\"\n\n[policy]\ntransport = \"websocket\"\n")
     path.write_text(text + ("\n[request]\ncounters = true\n" if counters else ""), encoding="utf-8")
-    return path
+    return [f"--libero-profile={path}", f"--libero-endpoint={endpoint}"]
 
 
 def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None) -> int:
@@ -244,9 +285,43 @@ def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None)
                 child.wait()
             raise
         finally:
+            _until_gone(child.pid)
             told.update()
             told.close()
     return code
+
+
+def _until_gone(group: int) -> None:
+    """Wait for the rest of the child's process group (it leads its own session), and
+    kill what is still there after :data:`LEFTOVER_S`: nothing the run started outlives
+    the call."""
+    deadline = time.monotonic() + LEFTOVER_S
+    while _alive(group):
+        if time.monotonic() >= deadline:
+            with suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+def _alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs; a zombie does not (where nothing reaps
+    orphans, one would otherwise be waited for to the end)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat_file in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone while being read
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _said(log: Path) -> str:

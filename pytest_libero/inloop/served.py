@@ -80,7 +80,7 @@ class OneObject:
 def serving(factory: Callable[[], Policy], *, close_policies: bool) -> Iterator[str]:
     """Serve ``factory``'s policies on a free port of 127.0.0.1; yield the endpoint.
     ``close_policies``: close the objects built when done (a lent object stays open)."""
-    server = PolicyServer(factory)  # builds the first object here: a failing factory raises now
+    server = PolicyServer(factory, in_process=True)  # builds the first object: a failing factory raises now
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     stop = asyncio.Event()

@@ -2,22 +2,25 @@
 
 Before the first case completes there is nothing of this run to go on and no estimate is
 given. After it, the phase costs and assumptions come from the completed cases' records
-(as ``pytest-libero plan --from`` reads a finished run), the cases not finished yet are
-handed out over the run's workers, and the cases running now are credited with the time
-they have run. Those costs were measured under this run's own load, so only the workers'
-bound applies (:func:`~pytest_libero.planning.model.predict`, ``shared=False``). A run that
-decides early may stop sooner: the estimate is for every case.
+(as ``pytest-libero plan --from`` reads a finished run), and the time left is the run's
+workers played forward: each running case holds its worker for what its cost leaves after
+the time it has run, the other workers are free now, and the cases not started yet go in
+order to the first worker free (a set-up hidden behind the episode before it on that worker
+with ``--libero-prebuild``). Those costs were measured under this run's own load, so no
+other bound applies. A run that decides early may stop sooner: the estimate is for every
+case.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import replace
 
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.planning.figures import HOUR, LONGEST_S
-from pytest_libero.planning.model import CaseShape, predict
+from pytest_libero.planning.model import CaseCost, CaseShape, case_cost, chains
 from pytest_libero.planning.shapes import Tally, case_shapes
 
 
@@ -33,8 +36,8 @@ class Remaining:
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
         """Each running case's start, in the caller's clock."""
-        self.unfinished_s: float | None = None
-        """The unfinished cases' predicted wall time, as of the last finished case."""
+        self.unfinished: dict[str, CaseCost] | None = None
+        """Each unfinished case's predicted cost, as of the last finished case."""
 
     @classmethod
     def for_plan(cls, plan: RunPlan, order: Sequence[str] | None, workers: int,
@@ -58,24 +61,45 @@ class Remaining:
             costs, assume = self.tally.costs("this run")
         except ValueError:
             return  # nothing completed yet
-        rest = [s for s in self.shapes if s.case not in self.finished]
         assume = replace(assume, prebuild=self.prebuild)
-        self.unfinished_s = predict(rest, costs, assume, self.workers, self.workers,
-                                    shared=False).wall_s
+        unfinished: dict[str, CaseCost] = {}
+        for chain in chains([s for s in self.shapes if s.case not in self.finished]):
+            for previous, shape in zip([None, *chain], chain):  # a full-mode task's kept environment
+                unfinished[shape.case] = case_cost(shape, costs, assume, previous)
+        self.unfinished = unfinished
 
     def seconds_left(self, now: float) -> float | None:
-        """None until a case completed; the running cases' mean time so far is taken off."""
-        if self.unfinished_s is None:
+        """None until a case completed; else the workers played forward from ``now``."""
+        unfinished = self.unfinished
+        if unfinished is None:
             return None
         # One C-level copy: the live line's thread reads while the hooks' thread writes.
-        elapsed = [now - at for at in tuple(self.running.values())]
-        ran = sum(elapsed) / len(elapsed) if elapsed else 0.0
-        return max(self.unfinished_s - ran, 0.0)
+        running = dict(tuple(self.running.items()))
+        held = sorted(max(_whole(unfinished[case]) - (now - at), 0.0)
+                      for case, at in running.items() if case in unfinished)[:self.workers]
+        free = [(left, n) for n, left in enumerate(held)]  # (free at, worker)
+        free += [(0.0, n) for n in range(len(held), self.workers)]
+        ahead = {worker: left for left, worker in free}  # what a set-up run ahead can hide behind
+        heapq.heapify(free)
+        waiting = [s for s in self.shapes if s.case in unfinished and s.case not in running]
+        for chain in chains(waiting):
+            at, worker = heapq.heappop(free)
+            for shape in chain:
+                cost = unfinished[shape.case]
+                hidden = min(ahead[worker], cost.setup_s) if self.prebuild and cost.hideable else 0.0
+                at += _whole(cost) - hidden
+                ahead[worker] = cost.episode_s
+            heapq.heappush(free, (at, worker))
+        return max(at for at, _ in free)
 
     @property
     def counts(self) -> tuple[int, int]:
         """Cases finished, of all."""
         return len(self.finished), len(self.cases)
+
+
+def _whole(cost: CaseCost) -> float:
+    return cost.setup_s + cost.episode_s
 
 
 def duration_text(seconds: float) -> str:

@@ -84,6 +84,12 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def resume_hint(run_dir: Path) -> str:
+    """How to finish a run that stopped early: what ``stopped`` and the terminal tell."""
+    return (f"finish the run with the same command plus --libero-resume={run_dir} (and without "
+            "--libero-run-id or --libero-results)")
+
+
 def run_folder_path(root: Path, profile: str, run_id: str, shard: tuple[int, int] | None) -> Path:
     """<root>/<profile>/<run id>, and one level more per shard of a sharded run."""
     path = root / profile / run_id

@@ -46,6 +46,7 @@ from pytest_libero.results.layout import (
     new_run_id,
     read_json,
     read_results,
+    resume_hint,
     run_folder_path,
     run_id_of,
 )
@@ -217,6 +218,9 @@ class Recorder:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         summary = self.summary()
+        if exitstatus == pytest.ExitCode.INTERRUPTED and self.stopped is None and summary["unattempted"]:
+            self.stopped = (f"interrupted (Ctrl-C or SIGINT) with {len(summary['unattempted'])} case(s) "
+                            f"unattempted; {resume_hint(self.folder.path)}")
         summary["stopped"] = self.stopped
         self.verdicts = evaluate_gates(
             summary, self.records, min_success=self.gates.min_success,

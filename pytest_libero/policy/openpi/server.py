@@ -50,6 +50,9 @@ log = logging.getLogger("pytest_libero.serve")
 SERVER_KEY = "pytest_libero/server"
 """The metadata key under which the server states its capabilities (namespaced, so it
 cannot collide with a policy's own metadata)."""
+LENT_OBJECT = "lent_object"
+"""The capability naming the class of the caller's objects that ``evaluate()`` serves from
+its own process (``policy/lent.py``): their errors are told in the object's terms."""
 
 _ERROR_CLOSE = "Internal server error. Traceback included in previous frame."
 MAX_REPLY_BYTES = DEFAULT_MAX_MESSAGE_BYTES
@@ -88,7 +91,8 @@ class PolicyServer:
     metadata is the metadata frame of every connection. With ``infer_batch`` up to
     ``max_batch`` requests are answered per call, waiting at most ``batch_wait_ms``
     after the first for the other open connections' requests; without it
-    ``max_batch`` is 1.
+    ``max_batch`` is 1. ``in_process``: the objects are the caller's own, lent by
+    ``evaluate()``; the metadata names their class (:data:`LENT_OBJECT`).
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class PolicyServer:
         *,
         max_batch: int = 16,
         batch_wait_ms: float = 0.0,
+        in_process: bool = False,
     ) -> None:
         if max_batch < 1 or batch_wait_ms < 0:
             raise ValueError(f"max_batch must be >= 1 and batch_wait_ms >= 0, "
@@ -111,6 +116,7 @@ class PolicyServer:
         self.batched = isinstance(first, BatchPolicy)
         self.max_batch = max_batch if self.batched else 1
         self.batch_wait_s = batch_wait_ms / 1000 if self.batched else 0.0
+        self.lent_object = f"{type(first).__module__}.{type(first).__qualname__}" if in_process else None
         self.metadata: dict[str, Any] = {**first.metadata, SERVER_KEY: self.capabilities()}
         self.name = type(first).__name__
         self._built: list[Policy] = [first]
@@ -128,6 +134,7 @@ class PolicyServer:
             "infer_batch": self.batched,
             "max_batch": self.max_batch,
             "batch_wait_ms": self.batch_wait_s * 1000,
+            **({LENT_OBJECT: self.lent_object} if self.lent_object else {}),
         }
 
     async def handler(self, websocket: ServerConnection) -> None:
