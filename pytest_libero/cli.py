@@ -22,6 +22,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_libero import unsupported_python
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import Refused
 from pytest_libero.protocol.digits import decimal, decimal_arg, whole_arg
@@ -39,6 +40,10 @@ from pytest_libero.safety.verdict import Thresholds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    python_problem = unsupported_python()
+    if python_problem is not None:
+        print(f"pytest-libero: error: {python_problem}", file=sys.stderr)
+        return 4
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["plan"]:  # the run's own options follow: pytest's parser reads them
         from pytest_libero.planning.command import plan_main

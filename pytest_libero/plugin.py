@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero import unsupported_python
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.config import options
 from pytest_libero.config.options import option_value
@@ -76,6 +77,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    python_problem = unsupported_python()
+    if python_problem is not None:
+        raise pytest.UsageError(python_problem)
     message, module = ROBOSUITE_ESCAPE_WARNING
     for category in ("SyntaxWarning", "DeprecationWarning"):  # pytest's own filters come first in a test
         config.addinivalue_line("filterwarnings", f"ignore:{message}:{category}:{module}")

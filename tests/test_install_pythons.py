@@ -82,6 +82,29 @@ def test_a_python_outside_the_range_is_refused_in_one_line(
     assert "requires a different Python" in errors[0] and str(requires_python()) in errors[0], errors
 
 
+def above_the_range() -> list[str]:
+    return [minor for minor in boundary_refusals() if minor > max(admitted_minors())]
+
+
+@pytest.mark.parametrize("minor", above_the_range())
+def test_uv_on_a_python_past_the_range_installs_light_and_each_entry_says_so_in_one_line(
+        minor: str, artifacts: Artifacts, tmp_path: Path) -> None:
+    # uv ignores requires-python's upper bound: the simulator pins' markers keep it from
+    # building mujoco from source, and the plugin, the command and evaluate() say why not.
+    installed = install(artifacts.wheel, tmp_path / "venv", base_or_skip(minor), installer="uv")
+    brought = {p.name for p in installed.site_packages().iterdir()}
+    assert not {"mujoco", "robosuite", "libero"} & brought, sorted(brought)
+    said = f"pytest-libero runs on Python 3.11 and 3.12 (its pinned MuJoCo 3.2.3 has wheels for those " \
+           f"only), and this is Python {minor}"
+    entries = [(["-m", "pytest", "-q"], 4, f"ERROR: {said}"),
+               (["pytest-libero", "merge", "run"], 4, f"pytest-libero: error: {said}"),
+               (["python", "-c", "from pytest_libero import evaluate"], 1, f"ImportError: {said}")]
+    for argv, code, line in entries:
+        done = in_work(installed, tmp_path, argv)
+        told = [text for text in done.stderr.splitlines() if "Python 3.11 and 3.12" in text]
+        assert done.returncode == code and len(told) == 1 and told[0].startswith(line), done.stderr
+
+
 @pytest.fixture(scope="module")
 def uv_installed(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
