@@ -2,7 +2,7 @@
 
 Every shipped demonstration must still succeed on the pinned stack, at the control its
 provenance records, with a video per case: the demo is the evidence that a fresh
-installation works, so it has to pass. One run, about two minutes on two CPU cores.
+installation works, so it has to pass. One run, 2½ to 4 minutes on two CPU cores (README.md).
 """
 
 from __future__ import annotations
