@@ -15,7 +15,11 @@ failed, or an infrastructure error; and the HTML report it builds.
 What no test here can run: the ``uses:`` steps (GitHub's actions: checkout, setup-python,
 setup-node, cache, upload-artifact), GitLab's image, cache and artifacts, and the apt
 installs (root and the network): the EGL step runs as written and finds the packages
-installed on this machine, so it installs nothing.
+installed on this machine, so it installs nothing. The report step is given the Allure 3
+the report tests use ($PYTEST_LIBERO_ALLURE, which the examples honour) instead of
+installing one from npm; without it the GitHub report step is left out (its tests skip)
+and GitLab's is pointed at none, to show the verdict survives a failed report. Each
+simulated run is one task (the gate's on the smoke's selection) to keep the file's time.
 """
 
 from __future__ import annotations
