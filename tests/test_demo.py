@@ -58,7 +58,7 @@ def test_the_demo_profile_is_infrastructure_and_names_one_task_in_each_suite() -
 
 
 def test_every_shipped_demo_matches_its_provenance_and_the_pinned_stack() -> None:
-    pins = dict(re.findall(r'"([a-z-]+)==([^"]+)"',
+    pins = dict(re.findall(r'"([a-z-]+)==([^";]+)[";]',
                            (ROOT / "pyproject.toml").read_text()))
     generator = (ROOT / "tests" / "tools" / "make_demos.py").read_text()
     [version] = re.findall(r"^GENERATOR_VERSION = (\d+)$", generator, re.M)

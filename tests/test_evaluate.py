@@ -243,8 +243,10 @@ def test_the_training_loop_example_prints_its_curve(tmp_path: Path) -> None:
      "--libero-scope='everything' is unknown; allowed: smoke, development"),
     (Still(), {"task_ids": "x"}, EvaluationRefused, "--libero-task-ids"),
     ("no_such_profile", {}, EvaluationRefused, "no_such_profile"),
+    (Still(), {"resume": "libero-results/evaluate/cut", "run_id": "again"}, EvaluationRefused,
+     "resume continues its own run folder: drop run_id and results"),
 ], ids=["no-policy", "object-with-workers", "object-with-gpus", "bad-gpus", "no-workers",
-        "bad-scope", "bad-task-ids", "unknown-profile"])
+        "bad-scope", "bad-task-ids", "unknown-profile", "resume-with-run-id"])
 def test_bad_input_is_refused_before_any_case(policy: Any, kwargs: dict[str, Any], error: type,
                                                said: str, tmp_path: Path) -> None:
     with pytest.raises(error, match=None) as raised:

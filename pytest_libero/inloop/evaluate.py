@@ -125,19 +125,10 @@ def evaluate(
         extra = pytest_arguments(pytest_args)
     except Unspellable as exc:
         raise EvaluationRefused(str(exc)) from None
-    if resume is not None and (run_id is not None or results is not None):
-        raise EvaluationRefused("resume continues its own run folder: drop run_id and results")
-    root = Path(results if results is not None else "libero-results").resolve()
-    run = run_id or new_run_id()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-evaluate-") as scratch:
         log = Path(scratch) / "pytest.log"
         with _reached(policy, _workers(workers, gpus), Path(scratch)) as (reaching, profile_name):
-            if resume is None:
-                run_dir = root / profile_name / run
-                where = [f"--libero-results={root}", f"--libero-run-id={run}"]
-            else:
-                run_dir = Path(resume).resolve()
-                where = [f"--libero-resume={run_dir}"]
+            run_dir, where = _run_folder(profile_name, results, run_id, resume)
             argv = [sys.executable, "-c", INTERRUPTIBLE_PYTEST, "-p", "no:cacheprovider", *reaching,
                     *options, *where, *(["-n", str(workers)] if workers > 1 else []), *extra]
             before = _stamp(run_dir / SUMMARY_NAME)
@@ -153,6 +144,20 @@ def evaluate(
         raise EvaluationFailed(f"the run ended (pytest exit {code}) without a summary of its own "
                                f"at {run_dir}: {said}")
     return Evaluation.read(run_dir, code)
+
+
+def _run_folder(profile_name: str, results: str | Path | None, run_id: str | None,
+                resume: str | Path | None) -> tuple[Path, list[str]]:
+    """The run's folder and the options that name it: a new one under ``results``, or the
+    folder ``resume`` continues."""
+    if resume is None:
+        root = Path(results if results is not None else "libero-results").resolve()
+        run = run_id or new_run_id()
+        return root / profile_name / run, [f"--libero-results={root}", f"--libero-run-id={run}"]
+    if run_id is not None or results is not None:
+        raise EvaluationRefused("resume continues its own run folder: drop run_id and results")
+    run_dir = Path(resume).resolve()
+    return run_dir, [f"--libero-resume={run_dir}"]
 
 
 def _interrupted(run_dir: Path, before: tuple[int, int, int] | None) -> EvaluationInterrupted:

@@ -51,7 +51,8 @@ def recompress_textures(stage: Path) -> dict[str, dict[str, str]]:
     return kept
 
 
-def build(out: Path, part_bytes: int, traces: Path | None) -> list[Path]:
+def build(out: Path, part_bytes: int, traces: Path | None,
+          bench_cases: int = tracing.BENCH_CASES) -> list[Path]:
     work = out / ".build"
     stage = work / "stage"
     stage.mkdir(parents=True)
@@ -68,7 +69,7 @@ def build(out: Path, part_bytes: int, traces: Path | None) -> list[Path]:
     wheels.append(staging.project_wheel(work / "project"))
     staging.unpack_wheels(wheels, stage)
 
-    logs = sorted(traces.glob("*.strace")) if traces else tracing.trace_runs(work / "traces")
+    logs = sorted(traces.glob("*.strace")) if traces else tracing.trace_runs(work / "traces", bench_cases)
     if not logs:
         raise SystemExit(f"device bundle: no *.strace log in {traces}")
     opened = tracing.opened_files(logs, [staging.site_packages_of("robosuite")])
@@ -98,13 +99,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="the most one part may hold [60, less the checkout's own files' share of "
                              "a call's 64 MiB]")
     parser.add_argument("--traces", type=Path, help="reuse these strace logs instead of tracing anew")
+    parser.add_argument("--bench-cases", type=int, default=tracing.BENCH_CASES, metavar="N",
+                        help=f"trace the benchmark's first N tasks [{tracing.BENCH_CASES}, what its "
+                             "largest run takes]; fewer only for a bundle that runs --smoke")
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} is not empty: name a new folder, or remove that one")
     travel = checkout_bytes()
     part_bytes = int(args.part_mib * MIB) if args.part_mib else min(
         PART_CAP_BYTES, DEVICE_CARRY_BYTES - travel - MIB)
-    parts = build(args.out.resolve(), part_bytes, args.traces)
+    if not 1 <= args.bench_cases <= tracing.BENCH_CASES:
+        parser.error(f"--bench-cases {args.bench_cases}: give 1 to {tracing.BENCH_CASES}")
+    parts = build(args.out.resolve(), part_bytes, args.traces, args.bench_cases)
     print(f"device bundle: {len(parts)} part(s) in {args.out} (at most {part_bytes / MIB:.1f} MiB each; "
           f"the checkout's own files add {travel / MIB:.1f} MiB to every call):")
     for part in parts:

@@ -29,10 +29,12 @@ _OPEN = re.compile(r'^(\d+) +openat\(AT_FDCWD, "(/(?:[^"\\]|\\.)*)", ([A-Z_|]+)(
 _RESUMED = re.compile(r'^(\d+) +<\.\.\. openat resumed>.*= (-?\d+)')
 
 
-def traced_commands() -> list[tuple[str, list[str]]]:
-    """The runs whose files the device needs: (label, pytest arguments)."""
+def traced_commands(bench_cases: int = BENCH_CASES) -> list[tuple[str, list[str]]]:
+    """The runs whose files the device needs: (label, pytest arguments). ``bench_cases``:
+    fewer than the device run's largest selection only for a bundle that runs ``--smoke``
+    (the builder's own test)."""
     bench = ["--libero-profile=zero", "--libero-scope=task_coverage", f"--libero-suite={BENCH_SUITE}",
-             f"--libero-task-ids=0-{BENCH_CASES - 1}", "--libero-budget-mode=decisions",
+             f"--libero-task-ids=0-{bench_cases - 1}", "--libero-budget-mode=decisions",
              "--libero-max-policy-calls=1", "--libero-replan-interval=5",
              "--libero-policy-option=chunk=5", "-n", "2"]
     return [("bench", bench), ("demo", ["--libero-profile=demo", "-n", "2"])]
@@ -46,12 +48,12 @@ def strace_path() -> str:
     return found
 
 
-def trace_runs(logs: Path) -> list[Path]:
+def trace_runs(logs: Path, bench_cases: int = BENCH_CASES) -> list[Path]:
     """Each traced command run to its end as a user runs it (a scratch folder of its own,
     ``python -m pytest``); its strace log under ``logs``. A failed run stops the build."""
     logs.mkdir(parents=True, exist_ok=True)
     written = []
-    for label, arguments in traced_commands():
+    for label, arguments in traced_commands(bench_cases):
         log = logs / f"{label}.strace"
         with tempfile.TemporaryDirectory(prefix=f"bundle-trace-{label}-") as work:
             Path(work, "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
