@@ -176,6 +176,22 @@ def plan(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return code, said.out, said.err
 
 
+@pytest.mark.parametrize(("load", "busy"), [("9.50", True), ("0.00", False)], ids=["busy", "quiet"])
+def test_a_busy_machine_is_said_beside_the_plan(load: str, busy: bool, finished: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_libero.planning import load as machine_load
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"{load} 1.00 1.00 3/300 4242\n")
+    monkeypatch.setattr(machine_load, "LOADAVG", loadavg)
+    code, out, err = plan(["--from", str(finished), *SELECTION], capsys)
+    assert code == 0 and out.startswith("pytest-libero plan: 4 cases"), out + err
+    said = [line for line in err.splitlines() if "this machine is busy" in line]
+    assert len(said) == busy and all(line.startswith("pytest-libero plan: this machine is busy (1-minute "
+                                                     f"load {float(load):.1f} on ") for line in said), err
+
+
 def test_a_plan_from_a_finished_run(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = run_records(finished)
     code, out, err = plan(["--from", str(finished), *SELECTION, "-n", "2"], capsys)

@@ -27,6 +27,7 @@ from pytest_libero.files import json_text
 from pytest_libero.planning.decided import expected_fraction
 from pytest_libero.planning.figures import HOUR
 from pytest_libero.planning.latency import assumptions
+from pytest_libero.planning.load import busy_line
 from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
 from pytest_libero.planning.probe import phase_costs
 from pytest_libero.planning.report import Planned, plan_lines, plan_object
@@ -105,6 +106,9 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
     if settings.decide is not None and settings.decide.mode == "anytime":
         order = running_order(drawn_order(native, settings.decide.order_seed or 0), native, plan.mode)
     shapes = tuple(case_shapes(plan, order))
+    busy = busy_line(os.cpu_count() or 1)  # before a probe adds its own load
+    if busy is not None:
+        say(busy)
     stated = None if flags.latency_ms is None else flags.latency_ms / 1000
     if flags.from_run is not None:
         try:
