@@ -37,28 +37,35 @@ def test_nothing_is_estimated_before_a_case_completes() -> None:
     assert eta_text(remaining, 0.0) == "1 of 3 done"
 
 
-def test_the_unfinished_cases_over_the_workers_less_what_the_running_ones_ran() -> None:
-    remaining = Remaining(shapes(4), workers=2, prebuild=False)
+def two_started_one_done(count: int, *, prebuild: bool = False) -> Remaining:
+    """``count`` cases on two workers: 00 and 01 started at 0, 00 finished (12 s a case:
+    2 s set-up, 10 s episode)."""
+    remaining = Remaining(shapes(count), workers=2, prebuild=prebuild)
     for case in ("libero_10-00", "libero_10-01"):
         remaining.start(case, 0.0)
     remaining.finish("libero_10-00", record("libero_10-00"))
-    # 12 s a case (2 s set-up, 10 s episode). At 5 s the running case holds its worker 7 s
-    # more, the other worker is free: 02 on it ends at 12, 03 after the running one at 19.
+    return remaining
+
+
+def test_the_unfinished_cases_over_the_workers_less_what_the_running_ones_ran() -> None:
+    remaining = two_started_one_done(4)
+    # At 5 s the running case holds its worker 7 s more, the other worker is free: 02 on it
+    # ends at 12, 03 after the running one at 19.
     assert remaining.seconds_left(5.0) == pytest.approx(19.0)
+    assert eta_text(remaining, 5.0) == "1 of 4 done, about 19s left"
+    assert eta_text(remaining, 5.0, short=True) == "1/4, ~19s left"
     remaining.start("libero_10-02", 12.0)
     remaining.start("libero_10-03", 12.0)
     assert remaining.seconds_left(30.0) == 0.0  # overdue: never negative
-    assert eta_text(remaining, 5.0) == "1 of 4 done, about 19s left"
-    assert eta_text(remaining, 5.0, short=True) == "1/4, ~19s left"
+    # A start told after "now" (the controller's clock behind a worker's) holds no more
+    # than a whole case.
+    assert remaining.seconds_left(6.0) == pytest.approx(12.0)
 
 
 def test_an_unstarted_case_waits_for_a_worker_though_the_others_run_late() -> None:
     # -n 2 over three cases: 00 and 01 started together; 00 ended at 12 s, 01 is about to
     # end, and 02 has not started. A mean over the running cases said "0s left"; 02 is 12 s.
-    remaining = Remaining(shapes(3), workers=2, prebuild=False)
-    for case in ("libero_10-00", "libero_10-01"):
-        remaining.start(case, 0.0)
-    remaining.finish("libero_10-00", record("libero_10-00"))
+    remaining = two_started_one_done(3)
     assert remaining.seconds_left(12.0) == pytest.approx(12.0)
     assert eta_text(remaining, 12.0) == "1 of 3 done, about 12s left"
     remaining.start("libero_10-02", 12.0)  # now two run at once: the later one sets the end

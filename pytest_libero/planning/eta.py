@@ -75,7 +75,8 @@ class Remaining:
             return None
         # One C-level copy: the live line's thread reads while the hooks' thread writes.
         running = dict(tuple(self.running.items()))
-        held = sorted(max(_whole(unfinished[case]) - (now - at), 0.0)
+        # A start told after ``now`` (another process's clock) has run nothing yet, never less.
+        held = sorted(max(_whole(unfinished[case]) - max(now - at, 0.0), 0.0)
                       for case, at in running.items() if case in unfinished)[:self.workers]
         free = [(left, n) for n, left in enumerate(held)]  # (free at, worker)
         free += [(0.0, n) for n in range(len(held), self.workers)]
