@@ -196,7 +196,12 @@ RUNS: list[tuple[str, Callable[[dict[str, Any]], None], str, str, str]] = [
     pytest.param(change, case, said, id=row_id) for row_id, change, case, _, said in RUNS])
 def test_a_run_s_figure_that_is_no_plausible_duration_is_one_line(
         change: Callable[[dict[str, Any]], None], case: str, said: str, finished: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_libero.planning import load as machine_load
+
+    busy = tmp_path / "loadavg"  # a busy machine's line must not join the refusal
+    busy.write_text("9.50 9.00 9.00 3/300 4242\n")
+    monkeypatch.setattr(machine_load, "LOADAVG", busy)
     folder = edited(finished, tmp_path, case, change)
     code, out, err = plan(["--from", str(folder), *SELECTION], capsys)
     lines = [line for line in err.splitlines() if line.strip()]

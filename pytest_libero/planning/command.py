@@ -106,15 +106,15 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
     if settings.decide is not None and settings.decide.mode == "anytime":
         order = running_order(drawn_order(native, settings.decide.order_seed or 0), native, plan.mode)
     shapes = tuple(case_shapes(plan, order))
-    busy = busy_line(os.cpu_count() or 1)  # before a probe adds its own load
-    if busy is not None:
-        say(busy)
+    busy = busy_line(os.cpu_count() or 1)  # read before a probe adds its own load
     stated = None if flags.latency_ms is None else flags.latency_ms / 1000
     if flags.from_run is not None:
         try:
             costs, assume = run_costs(flags.from_run)
         except ValueError as exc:
             raise SetupError(f"--from {flags.from_run}: {exc}") from None
+        if busy is not None:  # said only once the inputs are taken: a refusal stays one line
+            say(busy)
         assume = replace(assume, prebuild=settings.prebuild)
         if stated is not None:
             assume = replace(assume, latency_s=stated, latency_source="stated (--latency-ms)")
@@ -123,6 +123,8 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
         if flags.success_share is not None:
             assume = replace(assume, success_share=flags.success_share)
     else:
+        if busy is not None:
+            say(busy)
         costs = phase_costs(refresh=flags.refresh, say=say)
         assume = assumptions(
             plan, stated_latency_s=stated, success_rate=flags.success_rate or 0.0,
