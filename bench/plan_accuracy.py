@@ -3,16 +3,19 @@
     python bench/plan_accuracy.py                          # the grid below, short budgets
     python bench/plan_accuracy.py --cases 5 --workers 1 --policies zero --modes fast
     python bench/plan_accuracy.py --calls 104              # libero_10's whole horizon
+    python bench/plan_accuracy.py --suites libero_spatial libero_object --cases 3 \
+        --policies zero --modes fast                       # each suite costed apart (issue 61)
 
 For each row: ``pytest-libero plan --json`` with the run's options (this machine's
 probe, cached, and the policy's latency probed from its server), then the run itself
 (``python -m pytest`` with the same options), timed from start to exit. Rows: 5 and 10
-libero_10 cases, ``-n 1`` and ``-n 2``, fast mode and a full-mode slice (task 0's first
-states), the zero policy in-process and a policy served by ``python -m
-pytest_libero.serve`` that takes 50 ms per answer (tests/scripted_policies.py
-``Sleeps``). Printed per row: predicted, measured, their ratio; and per group of rows
-that differ only in ``-n`` whether the plan's recommended count was never slower than
-the one next to it. Target (issue 53): every prediction within 15% of the measured time.
+cases of each suite (libero_10 by default; ``--suites``), ``-n 1`` and ``-n 2``, fast
+mode and a full-mode slice (task 0's first states), the zero policy in-process and a
+policy served by ``python -m pytest_libero.serve`` that takes 50 ms per answer
+(tests/scripted_policies.py ``Sleeps``). Printed per row: predicted, measured, their
+ratio; and per group of rows that differ only in ``-n`` whether the plan's recommended
+count was never slower than the others. Target (issues 53 and 61): every prediction
+within 15% of the measured time, and the recommendation never slower.
 
 Every case runs a decisions budget (``--calls`` calls of K = 5 controls; 20 by default,
 100 controls) so the grid fits in half an hour on two cores; the zero policy fails every
@@ -37,12 +40,12 @@ from harness.servers import free_port, serve_argv, serving
 TESTS = c.ROOT / "tests"
 
 
-def options(cases: int, mode: str, calls: int) -> list[str]:
+def options(suite: str, cases: int, mode: str, calls: int) -> list[str]:
     if mode == "full":
-        selection = ["--libero-mode=full", "--libero-scope=task_coverage", "--libero-suite=libero_10",
+        selection = ["--libero-mode=full", "--libero-scope=task_coverage", f"--libero-suite={suite}",
                      "--libero-task-ids=0", f"--libero-init-states=0-{cases - 1}"]
     else:
-        selection = ["--libero-scope=task_coverage", "--libero-suite=libero_10",
+        selection = ["--libero-scope=task_coverage", f"--libero-suite={suite}",
                      f"--libero-task-ids=0-{cases - 1}"]
     return [*selection, "--libero-budget-mode=decisions", f"--libero-max-policy-calls={calls}",
             "--libero-replan-interval=5"]
@@ -67,8 +70,38 @@ def profile_for(policy: str, folder: Path, endpoint: str | None) -> str:
     return str(path)
 
 
+def group(suite: str, policy: str, profile: str, mode: str, cases: int, args: argparse.Namespace,
+          env: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows that differ only in ``-n``, and whether the recommended count was never
+    slower than the others measured."""
+    rows = []
+    for workers in args.workers:
+        run_args = [f"--libero-profile={profile}", *options(suite, cases, mode, args.calls),
+                    *(["-n", str(workers)] if workers > 1 else [])]
+        plan = planned(run_args, env)
+        predicted = float(plan["asked"]["wall_s"])
+        name = f"{suite} {policy} {mode} {cases} cases -n {workers}"
+        measured = c.timed_pytest(run_args, name, expected=cases, env=env)["wall_s"]
+        row = {"suite": suite, "policy": policy, "mode": mode, "cases": cases, "workers": workers,
+               "predicted_s": predicted, "measured_s": measured, "ratio": predicted / measured,
+               "best_workers": plan["best_workers"],
+               "latency_ms": 1000 * plan["assumptions"]["latency_s"]}
+        rows.append(row)
+        print(f"{name}: predicted {predicted:7.1f} s, measured {measured:7.1f} s, ratio "
+              f"{row['ratio']:.3f}", flush=True)
+    recommended = [r for r in rows if r["workers"] == rows[0]["best_workers"]]
+    if recommended:
+        mine = recommended[0]["measured_s"]
+        slower = [r["workers"] for r in rows if r["measured_s"] < mine * 0.98]
+        print(f"       recommended -n {recommended[0]['workers']}: "
+              + ("never slower than the others measured" if not slower else
+                 f"SLOWER than -n {', '.join(map(str, slower))}"), flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suites", nargs="+", default=["libero_10"])
     parser.add_argument("--cases", type=int, nargs="+", default=[5, 10])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--modes", nargs="+", default=["fast", "full"])
@@ -80,35 +113,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as scratch:
         port = free_port()
         with serving(serve_argv("scripted_policies:Sleeps", port), port, env=env):
-            for policy in args.policies:
-                profile = profile_for(policy, Path(scratch), f"ws://127.0.0.1:{port}")
-                for mode in args.modes:
-                    for cases in args.cases:
-                        group = []
-                        for workers in args.workers:
-                            run_args = [f"--libero-profile={profile}", *options(cases, mode, args.calls),
-                                        *(["-n", str(workers)] if workers > 1 else [])]
-                            plan = planned(run_args, env)
-                            predicted = float(plan["asked"]["wall_s"])
-                            measured = c.timed_pytest(
-                                run_args, f"{policy} {mode} {cases} cases -n {workers}",
-                                expected=cases, env=env)["wall_s"]
-                            row = {"policy": policy, "mode": mode, "cases": cases, "workers": workers,
-                                   "predicted_s": predicted, "measured_s": measured,
-                                   "ratio": predicted / measured, "best_workers": plan["best_workers"],
-                                   "latency_ms": 1000 * plan["assumptions"]["latency_s"]}
-                            rows.append(row)
-                            group.append(row)
-                            print(f"{policy:6} {mode:4} {cases:3} cases -n {workers}: predicted "
-                                  f"{predicted:7.1f} s, measured {measured:7.1f} s, ratio "
-                                  f"{row['ratio']:.3f}", flush=True)
-                        recommended = [r for r in group if r["workers"] == group[0]["best_workers"]]
-                        if recommended:
-                            mine = recommended[0]["measured_s"]
-                            slower = [r["workers"] for r in group if r["measured_s"] < mine * 0.98]
-                            print(f"       recommended -n {recommended[0]['workers']}: "
-                                  + ("never slower than the others measured" if not slower else
-                                     f"SLOWER than -n {', '.join(map(str, slower))}"), flush=True)
+            for suite in args.suites:
+                for policy in args.policies:
+                    profile = profile_for(policy, Path(scratch), f"ws://127.0.0.1:{port}")
+                    for mode in args.modes:
+                        for cases in args.cases:
+                            rows += group(suite, policy, profile, mode, cases, args, env)
     worst = max(abs(r["ratio"] - 1) for r in rows)
     print(f"largest prediction error: {worst:.1%} (target: at most 15%)")
     return 0

@@ -32,7 +32,8 @@ from pytest_libero.planning.probe import CACHE_VERSION
 from pytest_libero.planning.report import duration
 
 FIGURES = {"build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}
-GOOD = {"version": CACHE_VERSION, **FIGURES, "renderer": {"renderer": "llvmpipe", "backend": "egl"}}
+GOOD = {"version": CACHE_VERSION, "scenes": {"libero_10": FIGURES},
+        "renderer": {"renderer": "llvmpipe", "backend": "egl"}}
 CHILD = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
@@ -40,8 +41,8 @@ from pytest_libero.planning.probe import phase_costs
 figures = json.loads(sys.argv[1])
 said = []
 costs = phase_costs(refresh=False, say=said.append, fingerprint=lambda: {"sha256": "a" * 64},
-                    probe=lambda: {**figures, "build_s": 2.0})
-print(json.dumps({"said": said, "build_s": costs.build_s}))
+                    probe=lambda scenes, run: {"suites": {s: {**figures, "build_s": 2.0} for s in scenes}})
+print(json.dumps({"said": said, "build_s": costs.default.build_s}))
 """
 """phase_costs as plan calls it, the probe giving a build of 2 s (a cached one is 3 s)."""
 
@@ -68,7 +69,8 @@ def written(text: str) -> Callable[[Path], None]:
 
 
 def figure(name: str, value: str) -> Callable[[Path], None]:
-    return written(json.dumps(GOOD).replace(f'"{name}": {json.dumps(GOOD[name])}', f'"{name}": {value}'))
+    return written(json.dumps(GOOD).replace(f'"{name}": {json.dumps(FIGURES[name])}',
+                                             f'"{name}": {value}'))
 
 
 def to_dev_zero(path: Path) -> None:
@@ -93,14 +95,23 @@ CACHES: list[tuple[str, Callable[[Path], None], str, str]] = [
     ("renderer-text", written(json.dumps({**GOOD, "renderer": "llvmpipe"})),
      "`renderer` a string (INTERNALERROR)", "its renderer is 'llvmpipe', not a renderer fingerprint"),
     ("build-1e308", figure("build_s", "1e308"), "`build_s` 1e308 (OverflowError traceback, exit 0)",
-     "build_s is 1e+308, not a figure from 0 to 3600 s"),
+     "scenes['libero_10'].build_s is 1e+308, not a figure from 0 to 3600 s"),
     ("render-1e300", figure("render_s", "1e300"), "`render_s` 1e300 (a 300-digit time printed)",
-     "render_s is 1e+300, not a figure from 0 to 60 s"),
+     "scenes['libero_10'].render_s is 1e+300, not a figure from 0 to 60 s"),
     ("build-true", figure("build_s", "true"), "`build_s: true` (read as 1 s)",
-     "build_s is True, not a number"),
+     "scenes['libero_10'].build_s is True, not a number"),
     ("build-huge-int", figure("build_s", "1" + "0" * 400), "`build_s` a whole number of 401 digits",
-     f"build_s is 1{'0' * 36}..., not a figure from 0 to 3600 s"),
+     f"scenes['libero_10'].build_s is 1{'0' * 36}..., not a figure from 0 to 3600 s"),
     ("nested", written("[" * 30_000), "30,000 nested lists (a RecursionError)", "RecursionError"),
+    ("scenes-list", written(json.dumps({**GOOD, "scenes": [FIGURES]})), "`scenes` a list",
+     "its scenes are [{'build_s': 3.0, 'reset_s': 3.0, 'ph..., not a table of 1 to 64 scene"),
+    ("scene-text", written(json.dumps({**GOOD, "scenes": {"libero_10": "fast"}})),
+     "a scene's figures a string", "scenes['libero_10'] is 'fast', not a table of figures"),
+    ("too-many-scenes", written(json.dumps({**GOOD, "scenes": {str(n): FIGURES for n in range(65)}})),
+     "65 scene families", "not a table of 1 to 64 scene families"),
+    ("version-3", written(json.dumps({**GOOD, "version": "pytest-libero-plan-probe/3"})),
+     "a cache of the format before scene families",
+     "its version is 'pytest-libero-plan-probe/3', not pytest-libero-plan-probe/4"),
 ]
 
 
@@ -117,7 +128,7 @@ def test_a_probe_cache_that_is_no_bounded_file_of_figures_is_probed_over(
     assert told[1].startswith("probing this machine's phase costs")
     assert build_s == 2.0  # the probe's, not the cache's
     assert cached.is_file() and not cached.is_symlink()
-    assert json.loads(cached.read_text())["build_s"] == 2.0  # probed over, a regular file now
+    assert json.loads(cached.read_text())["scenes"]["libero_10"]["build_s"] == 2.0  # a regular file now
 
 
 def test_a_good_cache_is_read_and_not_probed(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pytest_libero.planning.decided import expected_fraction
 from pytest_libero.planning.model import (
     Assumptions,
     CaseShape,
+    CostTable,
     PhaseCosts,
     best,
     case_cost,
@@ -34,7 +35,7 @@ from pytest_libero.planning.model import (
     worker_counts,
 )
 from pytest_libero.planning.run_probe import split_run
-from pytest_libero.planning.shapes import renders_per_control
+from pytest_libero.planning.shapes import Tally, renders_per_control, scene_family
 
 COSTS = PhaseCosts(build_s=2.0, reset_s=1.0, settle_s=0.0, physics_s=0.01, render_s=0.1,
                    cpu_per_wall=1.0, source="by hand")
@@ -105,6 +106,39 @@ def test_a_full_mode_task_s_states_go_to_one_worker_whole_and_the_run_s_fixed_co
     # never set up ahead), each episode 13 s and 20 calls' own work; worker two the other task.
     assert two.bounds["workers"] == pytest.approx(7.0 + 3 + 1 + 1 + 3 * (13 + 1))
     assert two.wall_s == pytest.approx(two.bounds["workers"])
+
+
+def test_each_scene_family_costs_its_own_and_a_perturbed_suite_costs_as_its_base() -> None:
+    assert scene_family("libero_spatial") == "libero_spatial"
+    assert scene_family("libero_goal_task") == "libero_goal"  # LIBERO-PRO: the base's scenes
+    spatial = replace(COSTS, render_s=0.2, build_s=1.0, cpu_per_wall=1.5)
+    table = CostTable(COSTS, {"libero_spatial": spatial})
+    ten, table_top = (CaseShape("a", "a", None, 100, 5, 1.2, scene)
+                      for scene in ("libero_10", "libero_spatial"))
+    assert case_cost(ten, table, Assumptions()).episode_s == pytest.approx(100 * (0.01 + 1.2 * 0.1))
+    assert case_cost(table_top, table, Assumptions()).episode_s == pytest.approx(100 * (0.01 + 1.2 * 0.2))
+    assert case_cost(table_top, table, Assumptions()).setup_s == pytest.approx(1.0 + 1.0)
+    # The busiest scene's renderer threads set what a set-up run ahead can hide behind.
+    both = predict([ten, table_top], table, Assumptions(), 1, cores=2)
+    assert both.bounds["workers"] == pytest.approx(3 + 13 + 0.5 * 2 + 25)
+
+
+def test_a_finished_run_s_cases_cost_each_scene_family_its_own() -> None:
+    def record(suite: str, setup_s: float, episode_s: float) -> dict[str, object]:
+        return {"outcome": "failure", "entry": {"suite": suite}, "timings": {
+            "setup_s": setup_s, "episode_s": episode_s}, "counters": {
+            "executed_controls": 100, "policy_calls": 20}, "renders": {"agentview": 100}, "chunks": []}
+
+    tally = Tally()
+    for suite, setup_s, episode_s in [("libero_10", 6.0, 10.0), ("libero_spatial", 4.0, 20.0),
+                                      ("libero_spatial_swap", 4.0, 20.0)]:
+        tally.add(record(suite, setup_s, episode_s))  # type: ignore[arg-type]
+    table, _ = tally.table("the run R")
+    assert set(table.scenes) == {"libero_10", "libero_spatial"}
+    assert table.of("libero_spatial").render_s == pytest.approx(0.2)  # 20 s over 100 images
+    assert table.of("libero_10").build_s == pytest.approx(3.0)
+    assert table.default.render_s == pytest.approx(50 / 300)  # the whole run's, for any other
+    assert table.of("libero_object") == table.default
 
 
 def test_each_worker_past_the_first_starts_beside_it_on_the_cores() -> None:
@@ -235,8 +269,8 @@ def cached_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     cached = tmp_path / "cache" / "pytest-libero" / f"probe-{cache_key(machine(), measure_in_child())}.json"
     cached.parent.mkdir(parents=True)
-    cached.write_text(json.dumps({"version": CACHE_VERSION, "build_s": 3.0, "reset_s": 3.0,
-                                  "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}))
+    cached.write_text(json.dumps({"version": CACHE_VERSION, "scenes": {"libero_10": {
+        "build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}}}))
     return cached
 
 
@@ -250,13 +284,15 @@ def test_a_cached_figure_that_is_no_duration_is_probed_over(figure: str, tmp_pat
     cached = tmp_path / "pytest-libero" / f"probe-{cache_key(machine(), renderer)}.json"
     cached.parent.mkdir(parents=True)
     figures = {"build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}
-    cached.write_text(json.dumps({"version": CACHE_VERSION, **figures})
+    cached.write_text(json.dumps({"version": CACHE_VERSION, "scenes": {"libero_10": figures}})
                       .replace('"build_s": 3.0', f'"build_s": {figure}'))
     said: list[str] = []
     costs = phase_costs(refresh=False, say=said.append, fingerprint=lambda: renderer,
-                        probe=lambda: {**figures, "build_s": 2.0})
+                        probe=lambda scenes, run: {"suites": {
+                            scene: {**figures, "build_s": 2.0} for scene in scenes}})
     assert said[0].startswith(f"the probe cache {cached} does not read"), said
-    assert costs.build_s == 2.0 and json.loads(cached.read_text())["build_s"] == 2.0
+    assert costs.default.build_s == 2.0
+    assert json.loads(cached.read_text())["scenes"]["libero_10"]["build_s"] == 2.0
 
 
 def served_profile(tmp_path: Path, port: int) -> Path:

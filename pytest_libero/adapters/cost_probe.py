@@ -1,11 +1,13 @@
 """What each phase of a case costs on this machine: a short probe of the real simulator.
 
-libero_10 task 0 built fresh three times (the median is the build: one build alone
-varies by a second or more here), five native resets of one of them timed one by one
-(the median is a reset), and controls with no camera rendered (physics alone) and with
-every camera rendered (``render="all"``). It runs in a spawned process of its own (the
-caller never imports the simulator nor holds a GL context); the caller keys its figures
-by the renderer's fingerprint, measured as a run measures it.
+For each suite asked (a scene family: a suite's scenes share their furniture, textures
+and cameras, and a camera image of one suite's table can cost twice another's), task 0
+built fresh three times (the median is the build: one build alone varies by a second or
+more here), five native resets of one of them timed one by one (the median is a reset),
+and controls with no camera rendered (physics alone) and with every camera rendered
+(``render="all"``): about 45 s a suite on a CPU. It runs in a spawned process of its own
+(the caller never imports the simulator nor holds a GL context); the caller keys its
+figures by the renderer's fingerprint, measured as a run measures it.
 """
 
 from __future__ import annotations
@@ -13,23 +15,34 @@ from __future__ import annotations
 import multiprocessing
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 BUILDS = 3
 RESETS = 5
 CONTROLS = 20
 PROBE_TIMEOUT_S = 600.0
+"""The first suite's bound; each further suite adds :data:`SUITE_TIMEOUT_S`."""
+SUITE_TIMEOUT_S = 300.0
 
 
-def measure() -> dict[str, Any]:
-    """The probe, in this process (imports the simulator)."""
+def measure(suites: Sequence[str] = ("libero_10",)) -> dict[str, Any]:
+    """The probe of each suite, in this process (imports the simulator):
+    ``{"suites": {suite: figures}}``."""
+    from pytest_libero.adapters.libero import LiberoEpisode
+    from pytest_libero.catalog.entries import load_catalog
+
+    catalog = load_catalog()
+    entries = {suite: catalog.suite_entries(suite)[0] for suite in suites}
+    LiberoEpisode(entries[suites[0]], track="rgb", control_cap=1).close()  # imports, untimed
+    return {"suites": {suite: _suite(entry) for suite, entry in entries.items()}}
+
+
+def _suite(entry: Any) -> dict[str, Any]:
+    """One suite's figures, from its task ``entry``."""
     import numpy as np
 
     from pytest_libero.adapters.libero import LiberoEpisode
-    from pytest_libero.catalog.entries import load_catalog
-    entry = load_catalog().suite_entries("libero_10")[0]
-    LiberoEpisode(entry, track="rgb", control_cap=1).close()  # imports and caches, untimed
     still = np.zeros(7, dtype=np.float64)
 
     def opened(render: str) -> tuple[Any, float]:
@@ -73,20 +86,23 @@ def _stepping(episode: Any, action: Any, *, observe: bool) -> float:
     return (time.perf_counter() - started) / CONTROLS
 
 
-def _child(send: Any) -> None:
+def _child(send: Any, suites: Sequence[str]) -> None:
     try:
-        send.send(measure())
+        send.send(measure(suites))
     except BaseException as exc:  # told to the parent, which says it in one line
         send.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         send.close()
 
 
-def measure_in_child(timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def measure_in_child(suites: Sequence[str] = ("libero_10",),
+                     timeout_s: float | None = None) -> dict[str, Any]:
     """:func:`measure` in a spawned process; ``{"error": ...}`` when it could not."""
+    if timeout_s is None:
+        timeout_s = PROBE_TIMEOUT_S + SUITE_TIMEOUT_S * (len(suites) - 1)
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send,), daemon=True)
+    process = context.Process(target=_child, args=(send, tuple(suites)), daemon=True)
     process.start()
     send.close()
     try:

@@ -31,7 +31,7 @@ from pytest_libero.planning.load import busy_line
 from pytest_libero.planning.model import DEFAULT_SUCCESS_SHARE, predict, worker_counts
 from pytest_libero.planning.probe import phase_costs
 from pytest_libero.planning.report import Planned, plan_lines, plan_object
-from pytest_libero.planning.shapes import case_shapes, run_costs
+from pytest_libero.planning.shapes import case_shapes, run_costs, scene_families
 from pytest_libero.protocol.digits import decimal
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
@@ -125,7 +125,7 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
     else:
         if busy is not None:
             say(busy)
-        costs = phase_costs(refresh=flags.refresh, say=say)
+        costs = phase_costs(scene_families(plan), refresh=flags.refresh, say=say)
         assume = assumptions(
             plan, stated_latency_s=stated, success_rate=flags.success_rate or 0.0,
             success_share=DEFAULT_SUCCESS_SHARE if flags.success_share is None else flags.success_share,

@@ -58,7 +58,7 @@ class Remaining:
         if record is not None:
             self.tally.add(record)
         try:
-            costs, assume = self.tally.costs("this run")
+            costs, assume = self.tally.table("this run")
         except ValueError:
             return  # nothing completed yet
         assume = replace(assume, prebuild=self.prebuild)

@@ -26,8 +26,8 @@ and its limits.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 DEFAULT_SUCCESS_SHARE = 0.6
 """A success ends, on average, at this share of its control cap (the shipped demos end
@@ -62,6 +62,24 @@ class PhaseCosts:
 
 
 @dataclass(frozen=True)
+class CostTable:
+    """Phase costs by scene family: a LIBERO suite's scenes cost their own (a camera image
+    of libero_spatial's table costs twice one of libero_10's), a perturbed suite costs as
+    its base. A family measured apart uses its own figures; any other, the default's."""
+
+    default: PhaseCosts
+    scenes: Mapping[str, PhaseCosts] = field(default_factory=dict)
+
+    def of(self, scene: str) -> PhaseCosts:
+        return self.scenes.get(scene, self.default)
+
+
+def table_of(costs: PhaseCosts | CostTable) -> CostTable:
+    """One set of figures for every scene, or the table as it is."""
+    return costs if isinstance(costs, CostTable) else CostTable(costs)
+
+
+@dataclass(frozen=True)
 class Assumptions:
     """What the plan cannot measure before the run, each stated beside the figure."""
 
@@ -87,6 +105,8 @@ class CaseShape:
     replan_interval: int
     renders_per_control: float
     """Camera images rendered per control (the video's, and the policy's at each call)."""
+    scene: str = ""
+    """Its scene family (:class:`CostTable`): the suite, or a perturbed suite's base."""
 
 
 @dataclass(frozen=True)
@@ -100,10 +120,11 @@ class CaseCost:
     """Its set-up can run ahead, beside the case before it (not so in a kept environment)."""
 
 
-def case_cost(shape: CaseShape, costs: PhaseCosts, assume: Assumptions,
+def case_cost(shape: CaseShape, table: PhaseCosts | CostTable, assume: Assumptions,
               previous: CaseShape | None = None) -> CaseCost:
     """The expected seconds of one case, after ``previous`` on the same worker (full
     mode keeps a task's environment from one state to the next: fewer resets, no build)."""
+    costs = table_of(table).of(shape.scene)
     controls = shape.control_cap * (1.0 - assume.success_rate * (1.0 - assume.success_share))
     calls = controls / shape.replan_interval
     kept = (shape.state is not None and previous is not None and previous.task == shape.task
@@ -133,27 +154,31 @@ class Prediction:
     bounds: dict[str, float]
 
 
-def predict(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions, workers: int,
-            cores: int, *, shared: bool = True) -> Prediction:
+def predict(shapes: Sequence[CaseShape], costs: PhaseCosts | CostTable, assume: Assumptions,
+            workers: int, cores: int, *, shared: bool = True) -> Prediction:
     """The run's wall time on ``workers`` workers of a machine with ``cores`` cores.
 
     ``shared=False``: the costs were measured under these very workers' load (the running
     run's own cases), so the cores and the server have slowed them already; only the
     workers' bound applies.
     """
-    by_worker = _hand_out(shapes, costs, assume, workers)
+    table = table_of(costs)
+    by_worker = _hand_out(shapes, table, assume, workers)
     cases = [c for costs_of in by_worker for c in costs_of]
-    hidden = 1.0 if not shared else hidden_share(costs, workers, cores)
+    # The busiest scene's renderer threads decide what the episodes leave free.
+    busiest = max((table.of(s.scene) for s in shapes), key=lambda c: c.cpu_per_wall,
+                  default=table.default)
+    hidden = 1.0 if not shared else hidden_share(busiest, workers, cores)
     bounds = {"workers": max((_worker_time(c, assume.prebuild, hidden) for c in by_worker),
                              default=0.0)}
     if shared:
         # A worker's start is about the run's fixed seconds on one core; the first's is the
         # overhead added below, the others' compete with it for the cores.
-        starts = (max(workers, 1) - 1) * costs.overhead_s if cases else 0.0
+        starts = (max(workers, 1) - 1) * table.default.overhead_s if cases else 0.0
         bounds["cores"] = (sum(c.cpu_s for c in cases) + starts) / max(cores, 1)
         bounds["policy server"] = sum(c.calls for c in cases) * assume.latency_s
     bound = max(bounds, key=lambda name: bounds[name])
-    overhead = costs.overhead_s if shared and cases else 0.0
+    overhead = table.default.overhead_s if shared and cases else 0.0
     return Prediction(workers, bounds[bound] + overhead, bound,
                       {name: value + overhead for name, value in bounds.items()})
 
@@ -181,7 +206,7 @@ def chains(shapes: Sequence[CaseShape]) -> list[list[CaseShape]]:
     return units
 
 
-def _hand_out(shapes: Sequence[CaseShape], costs: PhaseCosts, assume: Assumptions,
+def _hand_out(shapes: Sequence[CaseShape], costs: CostTable, assume: Assumptions,
               workers: int) -> list[list[CaseCost]]:
     """Each chain to the first worker free, in order; a case's cost after that worker's last."""
     free = [(0.0, n) for n in range(max(workers, 1))]

@@ -10,6 +10,7 @@ from pytest_libero.planning.figures import HOUR, LONGEST_S
 from pytest_libero.planning.model import (
     Assumptions,
     CaseShape,
+    CostTable,
     PhaseCosts,
     Prediction,
     best,
@@ -23,7 +24,7 @@ class Planned:
     """Everything the plan says, for the text and for tests."""
 
     shapes: tuple[CaseShape, ...]
-    costs: PhaseCosts
+    costs: CostTable
     assume: Assumptions
     predictions: tuple[Prediction, ...]
     asked: Prediction
@@ -45,18 +46,20 @@ def duration(seconds: float) -> str:
 
 
 def plan_lines(planned: Planned) -> list[str]:
-    shapes, costs, assume = planned.shapes, planned.costs, planned.assume
+    shapes, table, assume = planned.shapes, planned.costs, planned.assume
     suites = Counter(shape.case.split("-")[0] for shape in shapes)
     caps = sum(shape.control_cap for shape in shapes)
-    expected = sum(case_cost(shape, costs, assume).episode_s for shape in shapes)
+    expected = sum(case_cost(shape, table, assume).episode_s for shape in shapes)
+    scenes = list(dict.fromkeys(shape.scene for shape in shapes))
+    costs = table.default
     lines = [
         f"pytest-libero plan: {len(shapes)} case{'' if len(shapes) == 1 else 's'} "
         f"({', '.join(f'{s} x {n}' for s, n in suites.items())}; "
         f"{planned.mode} mode), at most {caps:,} controls in all",
-        f"phase costs: build {costs.build_s:.2f} s, native reset {costs.reset_s:.2f} s, a control's "
-        f"physics {1000 * costs.physics_s:.1f} ms, a camera image {1000 * costs.render_s:.1f} ms, "
-        f"a call's own work {1000 * costs.call_s:.0f} ms, {costs.cpu_per_wall:.2f} CPU seconds "
-        f"per second, the run's start and finish {costs.overhead_s:.1f} s; from {costs.source}",
+        "phase costs: " + "; ".join(_scene_costs(table.of(scene), f"{scene}: " if len(scenes) > 1 else "")
+                                    for scene in scenes or [""])
+        + f"; a call's own work {1000 * costs.call_s:.0f} ms, the run's start and finish "
+        f"{costs.overhead_s:.1f} s; from {costs.source}",
         "assumed: " + ("every case fails and runs its whole control cap" if assume.success_rate == 0 else
                        f"{assume.success_rate:.0%} of cases succeed, at {assume.success_share:.0%} of "
                        "their cap; the rest run it whole")
@@ -85,13 +88,21 @@ def plan_lines(planned: Planned) -> list[str]:
     return lines
 
 
+def _scene_costs(costs: PhaseCosts, label: str) -> str:
+    return (f"{label}build {costs.build_s:.2f} s, native reset {costs.reset_s:.2f} s, a control's "
+            f"physics {1000 * costs.physics_s:.1f} ms, a camera image {1000 * costs.render_s:.1f} ms, "
+            f"{costs.cpu_per_wall:.2f} CPU seconds per second")
+
+
 def plan_object(planned: Planned) -> dict[str, Any]:
     """The plan as data (``--json``): what the text says, each figure with its source."""
     chosen = best([*planned.predictions, planned.asked])
     limit = saturation(planned.predictions)
     return {"cases": len(planned.shapes), "mode": planned.mode,
             "controls_at_most": sum(s.control_cap for s in planned.shapes),
-            "costs": asdict(planned.costs), "assumptions": asdict(planned.assume),
+            "costs": {**asdict(planned.costs.default), "scenes": {
+                name: asdict(costs) for name, costs in planned.costs.scenes.items()}},
+            "assumptions": asdict(planned.assume),
             "predictions": [asdict(p) for p in planned.predictions], "asked": asdict(planned.asked),
             "best_workers": chosen.workers,
             "saturates_at": None if limit is None else {"workers": limit.workers, "by": limit.bound},

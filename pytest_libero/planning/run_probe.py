@@ -4,10 +4,10 @@ The phase probe (``adapters/cost_probe.py``) times a build, resets and controls 
 bare process. A run adds its own start (pytest, the plugin's checks, the case host that
 imports the simulator, the first scene compiled cold), its finish (records, summary,
 reports), and, per policy call, the observation made, delivered and kept as evidence.
-One case of the zero policy at 20 calls (a call's own work is a small share of an
-episode: a shorter one leaves it in the noise), run as a user runs it in a scratch folder,
-gives both: the seconds its record does not account for, and its episode less its physics
-and images, per call.
+One case of the zero policy at 20 calls (task 0 of the first suite the plan meets; a
+call's own work is a small share of an episode: a shorter one leaves it in the noise), run
+as a user runs it in a scratch folder, gives both: the seconds its record does not account
+for, and its episode less its physics and images, per call.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ REPLAN = 5
 RUN_TIMEOUT_S = 600.0
 
 
-def run_args(results: Path) -> list[str]:
+def run_args(results: Path, suite: str = "libero_10") -> list[str]:
     return ["-p", "no:cacheprovider", "-q", "--libero-profile=zero", "--libero-scope=task_coverage",
-            "--libero-suite=libero_10", "--libero-task-ids=0", "--libero-budget-mode=decisions",
+            f"--libero-suite={suite}", "--libero-task-ids=0", "--libero-budget-mode=decisions",
             f"--libero-max-policy-calls={CALLS}", f"--libero-replan-interval={REPLAN}",
             f"--libero-results={results}"]
 
 
-def measure_run(phases: Mapping[str, float]) -> dict[str, Any]:
-    """``overhead_s`` and ``call_s`` given the phase probe's figures; ``{"error": ...}``
-    when the run did not end with its one case recorded."""
+def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[str, Any]:
+    """``overhead_s`` and ``call_s`` given the phase probe's figures of ``suite``;
+    ``{"error": ...}`` when the run did not end with its one case recorded."""
     # As a user runs it: none of the calling pytest's options, plugins or worker identity.
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS") and not k.startswith("PYTEST_XDIST")}
@@ -47,7 +47,7 @@ def measure_run(phases: Mapping[str, float]) -> dict[str, Any]:
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         launched = time.time()
         try:
-            done = subprocess.run([sys.executable, "-m", "pytest", *run_args(folder / "results")],
+            done = subprocess.run([sys.executable, "-m", "pytest", *run_args(folder / "results", suite)],
                                   cwd=folder, env=env, capture_output=True, text=True,
                                   timeout=RUN_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:

@@ -10,13 +10,14 @@ policy, its controls, renders and calls.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_libero.catalog.entries import Catalog, load_catalog
 from pytest_libero.config.plan import RunPlan
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.planning.figures import DAY, HOUR, count, figure
-from pytest_libero.planning.model import Assumptions, CaseShape, PhaseCosts
+from pytest_libero.planning.model import Assumptions, CaseShape, CostTable, PhaseCosts
 from pytest_libero.protocol.text import clipped
 from pytest_libero.results.run_reader import read_run
 
@@ -33,6 +34,18 @@ def renders_per_control(render: str, video_stride: int, replan_interval: int) ->
     return video + (1.0 - video) / replan_interval + 1.0 / replan_interval
 
 
+def scene_family(suite: str, catalog: Catalog | None = None) -> str:
+    """What a suite's cases cost as (planning/model.py ``CostTable``): a LIBERO-PRO suite
+    is its base suite's scenes changed, so it costs as its base."""
+    ood = (catalog or load_catalog()).ood_suites.get(suite)
+    return suite if ood is None else ood.base
+
+
+def scene_families(plan: RunPlan) -> list[str]:
+    """The plan's scene families, in the order its cases first meet them."""
+    return list(dict.fromkeys(scene_family(e.suite, plan.catalog) for e in plan.owned))
+
+
 def case_shapes(plan: RunPlan, order: Sequence[str] | None = None) -> list[CaseShape]:
     """The plan's cases in the order they are handed out (``order``: a deciding run's)."""
     entries = {e.case_id: e for e in plan.owned}
@@ -43,13 +56,15 @@ def case_shapes(plan: RunPlan, order: Sequence[str] | None = None) -> list[CaseS
         budget = plan.budget_for(entry)
         shapes.append(CaseShape(
             case, entry.task_id, entry.state, budget.control_cap, plan.replan_interval,
-            renders_per_control(plan.render, plan.video_stride, plan.replan_interval)))
+            renders_per_control(plan.render, plan.video_stride, plan.replan_interval),
+            scene_family(entry.suite, plan.catalog)))
     return shapes
 
 
-def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
-    """The phase costs a finished run measured, and what it found of the policy and of
-    success: its mean latency per call, its success rate and how early successes ended.
+def run_costs(run_dir: Path) -> tuple[CostTable, Assumptions]:
+    """The phase costs a finished run measured (each scene family's from its own cases),
+    and what it found of the policy and of success: its mean latency per call, its success
+    rate and how early successes ended.
     Each figure a completed case's record gives is checked first (ValueError naming the
     case and the figure): a run folder is data, and one figure of 1e308 overflows a plan."""
     tally = Tally()
@@ -57,7 +72,7 @@ def run_costs(run_dir: Path) -> tuple[PhaseCosts, Assumptions]:
         if record["outcome"] in ("success", "failure"):
             _check_figures(record)
         tally.add(record)
-    return tally.costs(f"the run {run_dir}")
+    return tally.table(f"the run {run_dir}")
 
 
 def _check_figures(record: CaseRecord) -> None:
@@ -100,11 +115,16 @@ class Tally:
     calls: int = 0
     successes: int = 0
     success_shares: float = 0.0
+    scenes: dict[str, Tally] = field(default_factory=dict)
+    """Each scene family's own sums (one level deep)."""
 
-    def add(self, record: CaseRecord) -> None:
+    def add(self, record: CaseRecord, *, nested: bool = True) -> None:
         """Count a case's timings, if it completed (an errored case's are not a case's)."""
         if record["outcome"] not in ("success", "failure"):
             return
+        if nested:
+            scene = scene_family(str((record.get("entry") or {}).get("suite", "")))
+            self.scenes.setdefault(scene, Tally()).add(record, nested=False)
         self.completed += 1
         timings, counters = record.get("timings", {}), record["counters"]
         if "setup_s" in timings:
@@ -142,6 +162,13 @@ class Tally:
                              latency_source=f"measured by {where}: {self.calls} calls",
                              success_rate=self.successes / self.completed, success_share=share)
         return costs, assume
+
+    def table(self, where: str) -> tuple[CostTable, Assumptions]:
+        """:meth:`costs`, with each scene family's phase costs from its own cases (the
+        run's assumptions are the whole run's)."""
+        costs, assume = self.costs(where)
+        return CostTable(costs, {scene: tally.costs(f"{where}'s {scene} cases")[0]
+                                 for scene, tally in self.scenes.items() if tally.completed}), assume
 
 
 def _waited(record: CaseRecord) -> float:
