@@ -99,30 +99,23 @@ def load(spec: str) -> Kind:
         raise SetupError(f"--libero-kind={echo(spec)}: {echo(module)} is a relative module "
                          "name; give the module's full dotted name")
     try:
-        found = getattr(import_module(module), attribute)
+        with own_code(f"--libero-kind={echo(spec)}: importing {echo(module)}", "; fix the module",
+                      passes=(ImportError, AttributeError)):
+            found = getattr(import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise SetupError(f"--libero-kind={echo(spec)}: cannot import it "
                          f"({mentioning(str(exc), module)}); give an "
                          "importable module:Class") from exc
-    except (Exception, SystemExit) as exc:  # the user's module: whatever it raises is its own
-        raise SetupError(f"--libero-kind={echo(spec)}: importing {echo(module)} raised "
-                         f"{raised(exc)}; fix the module") from None
-    try:
+    with own_code(f"--libero-kind={echo(spec)}: making the kind"):
         made = found() if isinstance(found, type) and issubclass(found, Kind) else found
-    except SetupError:
-        raise
-    except (Exception, SystemExit) as exc:
-        raise SetupError(f"--libero-kind={echo(spec)}: making the kind raised {raised(exc)}") from None
     if not isinstance(made, Kind):
         raise SetupError(f"--libero-kind={echo(spec)} is a {type(found).__name__}, not a "
                          "pytest_libero.perturb.kind.Kind subclass or instance")
     try:
-        register(made)
+        with own_code(f"--libero-kind={echo(spec)}: reading its name and levels", passes=(ValueError,)):
+            register(made)
     except ValueError as exc:
         raise SetupError(f"--libero-kind={echo(spec)}: {mentioning(str(exc), spec)}") from None
-    except (Exception, SystemExit) as exc:
-        raise SetupError(f"--libero-kind={echo(spec)}: reading its name and levels raised "
-                         f"{raised(exc)}") from None
     _loaded[made.name] = spec
     return made
 
@@ -130,6 +123,21 @@ def load(spec: str) -> Kind:
 def raised(exc: BaseException) -> str:
     """What a kind of one's own raised, on one line: its type and (clipped) message."""
     return f"{type(exc).__name__}: {clipped(' '.join(str(exc).split()), 200)}"
+
+
+@contextmanager
+def own_code(what: str, then: str = "",
+             passes: tuple[type[BaseException], ...] = (SetupError,)) -> Iterator[None]:
+    """Run a kind's own code (its module, its class, its methods): what it raises, even
+    SystemExit, becomes one line, ``<what> raised <Type>: <message><then>``, a
+    :class:`SetupError` with no traceback; ``passes`` go on as they are (a SetupError is
+    said already, in the words it needs)."""
+    try:
+        yield
+    except passes:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise SetupError(f"{what} raised {raised(exc)}{then}") from None
 
 
 def load_all(specs: Iterable[str]) -> None:
@@ -175,13 +183,8 @@ def worded(entry: Entry) -> Entry:
     perturbation = entry.perturbation
     if perturbation is None:
         return entry
-    try:
+    with own_code(f"perturbation kind {perturbation.kind!r}: its instruction()", f" for {entry.case_id}"):
         words = kind(perturbation.kind).instruction(str(entry.twin), perturbation.level)
-    except SetupError:
-        raise  # said already, in the words it needs (a damaged installed table, say)
-    except (Exception, SystemExit) as exc:
-        raise SetupError(f"perturbation kind {perturbation.kind!r}: its instruction() raised "
-                         f"{raised(exc)} for {entry.case_id}") from None
     if words is not None and not isinstance(words, str):
         raise SetupError(f"perturbation kind {perturbation.kind!r}: its instruction() gave "
                          f"{echo(words)} for {entry.case_id}, a {type(words).__name__}; it must "
@@ -206,13 +209,8 @@ def not_applicable(entry: Entry) -> str | None:
 
 @cache
 def _not_applicable(entry: Entry, name: str, level: int) -> str | None:
-    try:
+    with own_code(f"perturbation kind {name!r}: its not_applicable()", f" for {entry.case_id}"):
         found = kind(name).not_applicable(entry, level)
-    except SetupError:
-        raise
-    except (Exception, SystemExit) as exc:
-        raise SetupError(f"perturbation kind {name!r}: its not_applicable() raised {raised(exc)} "
-                         f"for {entry.case_id}") from None
     if found is not None and not isinstance(found, str):
         raise SetupError(f"perturbation kind {name!r}: its not_applicable() gave {echo(found)} for "
                          f"{entry.case_id}; it must return None or the reason, as text")

@@ -16,7 +16,7 @@ import numpy as np
 
 from pytest_libero.perturb.contacts import SETTLED, robot_contacts
 from pytest_libero.perturb.kind import Context, KindApplied, Perturbation
-from pytest_libero.protocol.errors import EnvironmentFault
+from pytest_libero.perturb.redraw import first_standing
 
 SCENE_REDRAWS: Final = 12
 """How many deterministic redraws a rejected draw may take (each costs the settling
@@ -56,23 +56,22 @@ class SettledApplied(KindApplied):
         stage.install(state)
         stage.settle()
         self.reference()
-        rejected: list[list[str]] = []
-        for attempt in range(SCENE_REDRAWS + 1):
+
+        def tried(attempt: int) -> tuple[Perturbation, list[str]]:
             stage.install(state)
             drawn = self.draw(attempt, self.context())
             problems = self.apply(drawn)
             if not problems:
                 stage.settle()
                 problems = self.judge(bool(stage.env.check_success()))
-            if not problems:
-                self.record = {**drawn.as_dict(), "rejected": rejected, **self.placed()}
-                return
-            rejected.append(problems[:4])
-        raise EnvironmentFault(
-            f"{stage.entry.case_id}: every one of {SCENE_REDRAWS + 1} draws was rejected "
-            f"(the last: {'; '.join(rejected[-1])}); this task has no room for {self.kind.name} "
-            f"level {self.level}"
-        )
+            return drawn, problems
+
+        drawn, rejected = first_standing(
+            SCENE_REDRAWS + 1, tried, 4, lambda last: (
+                f"{stage.entry.case_id}: every one of {SCENE_REDRAWS + 1} draws was rejected "
+                f"(the last: {'; '.join(last)}); this task has no room for {self.kind.name} "
+                f"level {self.level}"))
+        self.record = {**drawn.as_dict(), "rejected": rejected, **self.placed()}
 
     def on_settled(self) -> None:
         assert self.record is not None

@@ -26,7 +26,7 @@ docs/decide.md has the argument. Pure arithmetic: no records, no files.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +44,7 @@ ORDER_SEED = 20260101
 """The fixed order in which :func:`bounded_mean_interval` bets on a run's scores."""
 
 Array = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
 
 
 def null_mean_now(population: int, null: float, total: float, seen: int) -> float:
@@ -126,19 +127,17 @@ def _stakes(mean_hat: float, var_hat: float, m_now: Array, direction: int,
         return np.where(inside, np.minimum(raw, truncation / safe), 0.0)
 
 
-def interval(draws: Sequence[float], population: int, alpha: float, *,
-             truncation: float = TRUNCATION) -> tuple[float, float]:
-    """An anytime-valid 1 - ``alpha`` interval for the mean of a population of
-    ``population`` members in {0, 1}, from its first ``len(draws)`` draws in a uniformly
-    random order: every mean k/N whose test was never rejected (either direction at
-    ``alpha / 2``), with the means the draws already rule out for certain removed."""
-    grid = np.arange(population + 1, dtype=np.float64) / population
+def _rejected(draws: Sequence[float], grid: Array, null_means: Callable[[float, int], Array],
+              alpha: float, truncation: float) -> tuple[Mask, float]:
+    """Every mean on ``grid`` whose test a bettor rejected (either direction at ``alpha /
+    2``) over ``draws`` in their order, and the draws' total: the one betting update both
+    intervals make, ``null_means(total, seen)`` being each null's expected next draw."""
     log_threshold = math.log(2.0 / alpha)
     logs = {+1: np.zeros_like(grid), -1: np.zeros_like(grid)}
     rejected = np.zeros(grid.shape, dtype=bool)
     total, squares, mean_hat, var_hat = 0.0, PRIOR_VARIANCE, PRIOR_MEAN, PRIOR_VARIANCE
     for seen, x in enumerate(draws):
-        m_now = (population * grid - total) / (population - seen)
+        m_now = null_means(total, seen)
         for direction, log_wealth in logs.items():
             lam = _stakes(mean_hat, var_hat, m_now, direction, truncation)
             log_wealth += np.log1p(np.where(lam > 0.0, direction * lam * (x - m_now), 0.0))
@@ -147,6 +146,21 @@ def interval(draws: Sequence[float], population: int, alpha: float, *,
         squares += (x - mean_hat) ** 2
         mean_hat = (PRIOR_MEAN + total) / (seen + 2)
         var_hat = squares / (seen + 2)
+    return rejected, total
+
+
+def interval(draws: Sequence[float], population: int, alpha: float, *,
+             truncation: float = TRUNCATION) -> tuple[float, float]:
+    """An anytime-valid 1 - ``alpha`` interval for the mean of a population of
+    ``population`` members in {0, 1}, from its first ``len(draws)`` draws in a uniformly
+    random order: every mean k/N whose test was never rejected (either direction at
+    ``alpha / 2``), with the means the draws already rule out for certain removed."""
+    grid = np.arange(population + 1, dtype=np.float64) / population
+
+    def null_means(total: float, seen: int) -> Array:  # each null's next draw, without replacement
+        return (population * grid - total) / (population - seen)
+
+    rejected, total = _rejected(draws, grid, null_means, alpha, truncation)
     remaining = population - len(draws)
     rejected |= (grid * population < total - 1e-9) | (grid * population > total + remaining + 1e-9)
     kept = np.flatnonzero(~rejected)
@@ -171,19 +185,7 @@ def bounded_mean_interval(draws: Sequence[float], alpha: float, *, resolution: i
     # for evidence. Independent draws stay independent under a fixed permutation.
     shuffled = np.asarray(draws, dtype=np.float64)[
         np.random.default_rng(ORDER_SEED).permutation(len(draws))]
-    log_threshold = math.log(2.0 / alpha)
-    logs = {+1: np.zeros_like(grid), -1: np.zeros_like(grid)}
-    rejected = np.zeros(grid.shape, dtype=bool)
-    total, squares, mean_hat, var_hat = 0.0, PRIOR_VARIANCE, PRIOR_MEAN, PRIOR_VARIANCE
-    for seen, x in enumerate(shuffled.tolist()):
-        for direction, log_wealth in logs.items():
-            lam = _stakes(mean_hat, var_hat, grid, direction, truncation)
-            log_wealth += np.log1p(np.where(lam > 0.0, direction * lam * (x - grid), 0.0))
-            rejected |= log_wealth >= log_threshold
-        total += x
-        squares += (x - mean_hat) ** 2
-        mean_hat = (PRIOR_MEAN + total) / (seen + 2)
-        var_hat = squares / (seen + 2)
+    rejected, total = _rejected(shuffled.tolist(), grid, lambda total, seen: grid, alpha, truncation)
     rejected[0] |= total > 0.0  # a mean of 0 (or 1) allows no other draw
     rejected[-1] |= total < len(draws)
     kept = np.flatnonzero(~rejected)

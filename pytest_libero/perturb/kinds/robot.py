@@ -14,7 +14,7 @@ import numpy as np
 
 from pytest_libero.perturb.contacts import robot_contacts
 from pytest_libero.perturb.kind import Context, Kind, KindApplied, Magnitudes, Perturbation
-from pytest_libero.protocol.errors import EnvironmentFault
+from pytest_libero.perturb.redraw import first_standing
 
 ROBOT_REDRAWS: Final = 20
 """How many deterministic redraws an offset that touches something may take."""
@@ -37,24 +37,21 @@ class RobotApplied(KindApplied):
     def on_init_state(self) -> None:
         env = self.stage.env
         robot = env.env.robots[0]
-        touched: list[list[str]] = []
-        for attempt in range(ROBOT_REDRAWS + 1):
+
+        def tried(attempt: int) -> tuple[Perturbation, list[str]]:
             drawn = self.draw(attempt)
-            contacts = offset_joints(env.sim, robot._ref_joint_pos_indexes, drawn)
-            if not contacts:
-                # The controller's rest posture (its null-space target) moves with the arm,
-                # or the settling controls would pull the offset back.
-                controller = robot.controller
-                controller.update_initial_joints(
-                    np.asarray(controller.initial_joint) + drawn.parameters["joint_offsets_rad"])
-                self.record = {**drawn.as_dict(), "touched": touched}
-                return
-            touched.append(contacts[:3])
-        raise EnvironmentFault(
-            f"{self.stage.entry.case_id}: every one of {ROBOT_REDRAWS + 1} drawn joint offsets "
-            f"puts the arm in contact ({touched[-1]}); this task has no room for robot level "
-            f"{self.level}"
-        )
+            return drawn, offset_joints(env.sim, robot._ref_joint_pos_indexes, drawn)
+
+        drawn, touched = first_standing(
+            ROBOT_REDRAWS + 1, tried, 3, lambda last: (
+                f"{self.stage.entry.case_id}: every one of {ROBOT_REDRAWS + 1} drawn joint offsets "
+                f"puts the arm in contact ({last}); this task has no room for robot level {self.level}"))
+        # The controller's rest posture (its null-space target) moves with the arm, or the
+        # settling controls would pull the offset back.
+        controller = robot.controller
+        controller.update_initial_joints(
+            np.asarray(controller.initial_joint) + drawn.parameters["joint_offsets_rad"])
+        self.record = {**drawn.as_dict(), "touched": touched}
 
     def on_settled(self) -> None:
         assert self.record is not None
