@@ -57,6 +57,7 @@ def model_index(read: RunRead, table: RunTable, model: str) -> list[dict[str, An
     args = {"protocol_identity": read.run["protocol_identity"], "budget_mode": plan["budget_mode"],
             "max_policy_calls": plan["max_policy_calls"], "replan_interval": plan["replan_interval"],
             "track": plan["track"], "run_id": read.run.get("run_id", read.path.name)}
+    args = {key: value for key, value in args.items() if value is not None}  # the hub drops nulls
     results = []
     for r in table.rows:
         metrics = _metrics(r)

@@ -141,14 +141,15 @@ class Comparison:
             said.append("no significant difference on the other suites")
         if len(self.suites) > 1:
             o = self.overall
-            said.append(f"overall {_claim(o, level)}" if o.significant(self.alpha)
-                        else f"overall no significant difference ({_numbers(o, level)})")
+            said.append(_claim(o, level) if o.significant(self.alpha)
+                        else f"no significant difference overall ({_numbers(o, level)})")
         return f"B ({self.b}) against A ({self.a}): " + "; ".join(said)
 
 
 def _claim(r: Row, level: int) -> str:
     better = "better" if r.difference > 0 else "worse"
-    return (f"B is {better} than A on {r.group} by {abs(100 * r.difference):.1f} points "
+    where = "overall" if r.group == OVERALL else f"on {r.group}"
+    return (f"B is {better} than A {where} by {abs(100 * r.difference):.1f} points "
             f"({level}% CI {100 * r.low:.1f} to {100 * r.high:.1f}), p = {p_text(r.p_judged)}")
 
 

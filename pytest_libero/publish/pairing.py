@@ -26,15 +26,15 @@ from pytest_libero.results.run_reader import RunRead, read_run, shown
 
 _Key = Callable[[Mapping[str, Any]], Any]
 SAME: tuple[tuple[str, _Key], ...] = (
-    ("protocol identity", lambda run: run["protocol_identity"]),
-    ("OOD identity", lambda run: run.get("ood_identity")),
-    ("perturbation identity", lambda run: run.get("perturb_identity")),
-    ("selection", lambda run: run["plan"]["selection"]),
-    ("budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
+    ("their protocol identity", lambda run: run["protocol_identity"]),
+    ("their OOD identity", lambda run: run.get("ood_identity")),
+    ("their perturbation identity", lambda run: run.get("perturb_identity")),
+    ("their selection", lambda run: run["plan"]["selection"]),
+    ("their budgets", lambda run: (run["plan"]["budget_mode"], run["plan"]["max_policy_calls"],
                              run["plan"]["replan_interval"])),
-    ("track", lambda run: run["plan"]["track"]),
-    ("clock", lambda run: run["plan"].get("clock", SYNCHRONOUS)),
-    ("perturbation kinds (--libero-kind)", lambda run: sorted(run["plan"].get("kinds", []))),
+    ("their track", lambda run: run["plan"]["track"]),
+    ("their clock", lambda run: run["plan"].get("clock", SYNCHRONOUS)),
+    ("their perturbation kinds (--libero-kind)", lambda run: sorted(run["plan"].get("kinds", []))),
 )
 """What two runs must share to be compared, and how each is read from run.json."""
 
@@ -53,7 +53,7 @@ def read_runs(folders: Sequence[Path]) -> list[RunRead]:
         for what, key in SAME:
             if key(other.run) != key(first.run):
                 raise SetupError(
-                    f"{other.path} cannot be compared with {first.path}: the {what} differs "
+                    f"{other.path} cannot be compared with {first.path}: they differ in {what} "
                     f"({shown(repr(key(first.run)))} vs {shown(repr(key(other.run)))}); compare "
                     "runs of one protocol, selection and budgets (run both with the same options "
                     "but the profile)")
