@@ -45,10 +45,11 @@ def _metrics(r: RunRow) -> list[dict[str, Any]]:
 
 def _split(read: RunRead) -> str:
     plan = read.run["plan"]
-    mode = plan.get("mode", "fast")
-    states = (plan["selection"].get("init_states") or []) if mode == "full" else [0]
-    return (f"{mode} mode, init state 0" if mode == "fast"
-            else f"{mode} mode, {len(states)} init states")
+    mode = plan.get("mode", plan["selection"].get("mode", "fast"))
+    if mode != "full":
+        return "fast mode, init state 0"
+    states = plan["selection"].get("init_states")
+    return f"full mode, {len(states)} init states" if states else "full mode"
 
 
 def model_index(read: RunRead, table: RunTable, model: str) -> list[dict[str, Any]]:
@@ -126,7 +127,7 @@ def _caveats(read: RunRead, table: RunTable) -> list[str]:
     partial: Sequence[str] = plan.get("partial") or []
     if partial:
         said.append("A partial run: " + "; ".join(shown(p) for p in partial) + ".")
-    if plan.get("mode", "fast") == "fast":
+    if plan.get("mode", plan["selection"].get("mode", "fast")) != "full":
         said.append("Fast mode runs each task once, from its first released init state; "
                     "published LIBERO figures average 50 init states per task.")
     errored = sum(r.errored for r in table.rows if r.group == OVERALL or len(table.rows) == 1)
