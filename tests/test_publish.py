@@ -285,6 +285,8 @@ def test_the_csv_has_one_row_per_episode_to_recompute_the_rates_from(tmp_path: P
     assert sum(r["outcome"] == "success" for r in native) == sum(BASE[c] == "success" for c in CASES[:5])
     code, _, err = command("export", run, "--csv", out)  # never over a file
     assert code == 2 and "already exists" in err
+    code, _, err = command("export", run, "--csv", run / "episodes.csv")  # nor into the run
+    assert code == 2 and "lies inside" in err and not (run / "episodes.csv").exists()
 
 
 def test_the_csv_refuses_a_damaged_identity_by_name(tmp_path: Path) -> None:

@@ -96,6 +96,9 @@ def episodes_csv(read: RunRead) -> str:
 def write_csv(read: RunRead, out: Path) -> int:
     """Write the CSV to ``out`` (a file that does not exist yet); the rows written."""
     text = episodes_csv(read)
+    if out.resolve().is_relative_to(read.path.resolve()):
+        raise SetupError(f"--csv {out} lies inside {read.path}, the run being exported; an "
+                         "export never writes into the run it reads: name a file outside it")
     try:
         with out.open("x", encoding="utf-8", newline="") as stream:
             stream.write(text)
