@@ -5,8 +5,10 @@ whole: a sharded run is judged once, on all its cases. ``report`` turns an Allur
 results folder into the HTML report, grouped LIBERO -> suite -> task. ``verify``
 re-executes a run folder's recorded actions and checks every case against its record.
 ``export`` writes a run's evidence as a LeRobot dataset; ``log`` sends a run's results
-to an experiment tracker (docs/export.md). ``plan`` predicts a run's cost before it
-starts (docs/scale.md).
+to an experiment tracker (docs/export.md), or its episodes as CSV. ``plan`` predicts a
+run's cost before it starts (docs/scale.md). ``compare``, ``table`` and ``card`` give the
+numbers people publish: runs compared case by case with exact tests, one run's table, a
+model card's block (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ from pytest_libero.results.renderers import joined, renderer_uses
 from pytest_libero.results.run_reader import RunRead, read_run, shown
 from pytest_libero.safety.verdict import Thresholds
 
+PUBLISHING = {"compare": "compare runs case by case: rates, exact intervals, McNemar, Holm "
+              "(exit 1: a later run is significantly worse than the first)",
+              "table": "one run's success rates per suite with their intervals",
+              "card": "a Hugging Face model card's model-index block and results section"}
+"""Commands of ``publish/`` (docs/compare.md), each with its own parser."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     python_problem = unsupported_python()
@@ -49,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_libero.planning.command import plan_main
 
         return plan_main(given[1:])
+    if given[:1] and given[0] in PUBLISHING:  # their usage errors exit 4 (docs/compare.md)
+        from pytest_libero.publish.command import main as publish_main
+
+        return publish_main(given)
     return _main(given)
 
 
@@ -59,6 +71,8 @@ def _main(argv: Sequence[str]) -> int:
         "plan", add_help=False,
         help="predict a run's wall time and the best worker count before it starts "
         "(pytest-libero plan --help; the run's own options follow)")
+    for name, what in PUBLISHING.items():
+        commands.add_parser(name, add_help=False, help=f"{what} (pytest-libero {name} --help)")
     merge = commands.add_parser(
         "merge",
         help="merge result folders of shards, resumed or killed runs into a new one",
@@ -136,7 +150,8 @@ def _main(argv: Sequence[str]) -> int:
 def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export = commands.add_parser(
         "export",
-        help="write a run folder's evidence as a LeRobot dataset (format v3)",
+        help="write a run folder's evidence as a LeRobot dataset (format v3), or its "
+        "episodes as CSV",
         description="One episode per completed case, each frame stamped at its simulated "
         "time (control / 20 s): a run at --libero-evidence=dataset gives one frame per "
         "control at 20 fps with the action executed there; any other run one frame per "
@@ -144,11 +159,16 @@ def _add_export_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         "decisions are not K controls apart). The images are decoded from the lossless "
         "streams and checked against their sha256; the proprio vector on the rgb+proprio "
         "track, next.success, next.done and the instruction sent. Errored cases are skipped "
-        "and listed. Needs pytest-libero[lerobot]; docs/export.md.",
+        "and listed. Needs pytest-libero[lerobot]; docs/export.md. With --csv instead: one "
+        "row per episode, the format in docs/records.md.",
     )
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    export.add_argument("--lerobot", required=True, metavar="OUT",
+    target = export.add_mutually_exclusive_group(required=True)
+    target.add_argument("--lerobot", metavar="OUT",
                         help="the dataset's root, a folder that does not exist yet")
+    target.add_argument("--csv", metavar="OUT.csv",
+                        help="one row per episode (case, task, init state, variant, outcome, "
+                        "score, counters, seed, hashes) in a new file")
     export.add_argument("--videos", action="store_true",
                         help="encode the images with lerobot's video encoding instead of "
                         "PNG (lossy: the PSNR against the delivered images is printed)")
@@ -197,6 +217,8 @@ def _log(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.csv is not None:
+        return _export_csv(parser, args)
     from pytest_libero.export.dataset import MissingLerobot, write_dataset
     from pytest_libero.export.episodes import plan_export
 
@@ -220,6 +242,19 @@ def _export(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     print(f"exported {written.episodes} episodes ({written.frames} frames) of {args.run_dir} "
           f"as LeRobotDataset {written.repo_id!r} at {written.out}"
           + (f"; skipped {len(plan.skipped)} cases" if plan.skipped else ""))
+    return 0
+
+
+def _export_csv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_libero.publish.command import export_csv
+
+    if not args.csv:
+        parser.exit(2, "pytest-libero export: --csv is empty; name a new file for the episodes\n")
+    try:
+        rows = export_csv(args.run_dir, Path(args.csv))
+    except SetupError as exc:
+        parser.exit(2, f"pytest-libero export: {exc}\n")
+    print(f"exported {rows} episodes of {args.run_dir} to {args.csv}")
     return 0
 
 

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evidence",),          # the files a case keeps, written beside the episode
     ("episode",),           # one case's life: set-up, loop, record, the process that runs it
     ("results",),           # the run folder, summaries, gates and merges over records
+    ("publish",),           # what people publish from finished runs: compare, table, CSV, card
     ("planning",),          # a run's cost before it starts: probe, model, pytest-libero plan
     ("report",),            # what people read: terminal, Allure, figures
     ("audit",),             # verify: re-executes the recorded cases
