@@ -146,3 +146,21 @@ def test_the_feed_tells_a_case_with_no_record_as_finished_only() -> None:
     assert finished["duration"] == 4.5
     assert keeper.stopped == ["gone"]
     assert case_of(nodeid) == "libero_10-00"
+
+
+def test_the_documented_dashboard_implements_the_hooks_as_declared() -> None:
+    """docs/architecture.md's example plugin names real hooks and only their arguments
+    (pluggy would refuse it at registration otherwise)."""
+    import ast
+    import inspect
+
+    from pytest_libero import hookspecs
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    source = "#" + doc.split("\n# lab_dashboard.py", 1)[1].split("```", 1)[0]  # its first line a comment
+    functions = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)]
+    assert functions
+    for function in functions:
+        spec = getattr(hookspecs, function.name)
+        declared = set(inspect.signature(spec).parameters)
+        assert {arg.arg for arg in function.args.args} <= declared, function.name
