@@ -38,6 +38,7 @@ from pytest_libero.report.allure import AllureEnvironment, allure_active, report
 from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
 from pytest_libero.results.decider import DecidedLoop
+from pytest_libero.results.feed import CaseFeed
 from pytest_libero.results.layout import SERVER_LOG_NAME, case_path
 from pytest_libero.session import (
     CaseErrored,
@@ -56,6 +57,13 @@ NEXT_ENTRY_KEY = pytest.StashKey[Entry | None]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.register(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks other plugins may implement (``hookspecs.py``)."""
+    from pytest_libero import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def conformance_dir() -> Path:
@@ -111,9 +119,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if recorder is None:  # an xdist worker: the controller records
         return
     config.pluginmanager.register(recorder, "libero-recorder")
-    # Registered after the recorder, so their session-finish hooks run after the
-    # recorder's, which writes summary.json: pluggy calls trylast hooks in the order
-    # their plugins were registered (tests/test_trackers.py checks it).
+    # The one reader of the cases' reports: each record kept by the recorder, then told
+    # to the listeners of hookspecs.py (the ETA clock and finished lines registered
+    # above, the decider, a lab's own plugin); the run's end likewise, after summary.json.
+    config.pluginmanager.register(CaseFeed(config.hook, [e.case_id for e in session.plan.entries],
+                                           recorder), "libero-case-feed")
     config.pluginmanager.register(AllureEnvironment(recorder.folder.path),
                                   "libero-allure-environment")
     trackers = session.settings.trackers
@@ -123,6 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(TerminalSummary(recorder), "libero-terminal-summary")
     config.pluginmanager.register(RobustnessFigure(recorder.folder.path), "libero-robustness-figure")
     decider = recorder.decider
+    if decider is not None:
+        config.pluginmanager.register(decider, "libero-decider")
     workers = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
     if decider is not None and not workers:  # (--libero-gpus may have asked for workers)
         config.pluginmanager.register(DecidedLoop(decider), "libero-decided-loop")

@@ -9,10 +9,12 @@ import re
 from typing import Any
 
 import pytest
+from synthetic import synthetic_record
 
 from pytest_libero.planning.eta import Remaining, duration_text, eta_text
 from pytest_libero.planning.model import CaseShape
-from pytest_libero.report.progress import LiveLine, Status, case_of
+from pytest_libero.report.progress import LiveLine, Status
+from pytest_libero.results.feed import case_of
 
 
 def shapes(count: int) -> list[CaseShape]:
@@ -127,12 +129,14 @@ import time
 from pytest_libero.planning.eta import Remaining
 from pytest_libero.planning.model import CaseShape
 from pytest_libero.report.progress import FinishedLines, RunClock
+from pytest_libero.results.feed import CaseFeed
 
 def pytest_configure(config):
     shapes = [CaseShape(c, c, None, 100, 10, 1.0) for c in ("a", "b", "c")]
     clock = RunClock(Remaining(shapes, workers=1, prebuild=False), long=True)
     config.pluginmanager.register(clock, "clock")
     config.pluginmanager.register(FinishedLines(config, left_open=False, eta=clock.text), "finished")
+    config.pluginmanager.register(CaseFeed(config.hook, ("a", "b", "c")), "feed")
 """
 ETA_TESTS = """
 import json
@@ -148,7 +152,8 @@ def test_case(case, record_property):
 
 def test_each_finished_line_says_what_is_left(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(ETA_CONFTEST)
-    pytester.makepyfile(test_estimated=ETA_TESTS.replace("{record!r}", repr(json.dumps(record("x")))))
+    whole = dict(synthetic_record("libero_10-00", "failure")) | record("x")  # a record the feed reads
+    pytester.makepyfile(test_estimated=ETA_TESTS.replace("{record!r}", repr(json.dumps(whole))))
     result = pytester.runpytest("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=3)
     result.stdout.re_match_lines([r"a finished in .*: a ok \(1 of 3 done, about 24s left\)",

@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inloop",),            # evaluate from Python: a policy object served in-process, a child run
     ("conformance",),       # the shipped test module the plugin collects
     ("session",),           # one session's work for the hooks: checks, run folder, each case's run
+    ("hookspecs",),         # the hooks other plugins implement: each case's record, the run's end
     ("serve", "cli", "plugin"),  # entry points: a policy server, the command line, the pytest hooks
 )
 SIMULATOR_ADAPTER = "pytest_libero.adapters.libero"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import fcntl
+import json
 import os
 import pty
 import re
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from synthetic import synthetic_record
 
 from harness.runs import pytest_argv
 from pytest_libero.report.progress import (
@@ -337,18 +339,22 @@ def test_a_finished_line_has_the_case_its_first_summary_line_and_duration() -> N
 
 FINISHED_CONFTEST = """
 from pytest_libero.report.progress import FinishedLines
+from pytest_libero.results.feed import CaseFeed
 
 def pytest_configure(config):
     left_open = config.get_verbosity() >= 0
     config.pluginmanager.register(FinishedLines(config, left_open=left_open), "finished")
+    config.pluginmanager.register(CaseFeed(config.hook, ["a", "b"]), "feed")
 """
 FINISHED_TESTS = """
 import json
 import pytest
 
+RECORD = json.loads({record!r})
+
 @pytest.mark.parametrize("case", ["a", "b"])
 def test_case(case, record_property):
-    record_property("libero_record", json.dumps({"case": case, "summary": f"{case} ok"}))
+    record_property("libero_record", json.dumps(RECORD | {"case": case, "summary": f"{case} ok"}))
 """
 
 
@@ -362,7 +368,8 @@ def test_case(case, record_property):
 def test_finished_lines_sit_between_pytests_own_without_blank_lines(
         pytester: pytest.Pytester, flags: tuple[str, ...], expected: list[str]) -> None:
     pytester.makeconftest(FINISHED_CONFTEST)
-    pytester.makepyfile(test_finished=FINISHED_TESTS)
+    record = json.dumps(synthetic_record("libero_10-00", "failure"))
+    pytester.makepyfile(test_finished=FINISHED_TESTS.replace("{record!r}", repr(record)))
     result = pytester.runpytest("-p", "no:cacheprovider", *flags)
     result.assert_outcomes(passed=2)
     start = next(i for i, line in enumerate(result.outlines) if re.fullmatch(expected[0], line))

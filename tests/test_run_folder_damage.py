@@ -200,7 +200,7 @@ class EndOfSession:
 def allure_environment(at: Setting) -> Answer:
     end = EndOfSession(at.pytester.path / "allure-results")
     try:
-        AllureEnvironment(at.folder).pytest_sessionfinish(cast(pytest.Session, end))
+        AllureEnvironment(at.folder).pytest_libero_run_finished(cast(pytest.Session, end))
     except Exception:  # noqa: BLE001 - a traceback at the session's end
         return Answer(1, traceback.format_exc(), [], at.folder)
     return Answer(0, "\n".join(end.warned), end.warned, at.folder)

@@ -324,12 +324,15 @@ def test_recorder_applies_the_safe_success_gate(tmp_path: Path) -> None:
     recorder = Recorder(plan, RunFolder(tmp_path / "run"), Gates(None, None, 0.05, 0.5))
     recorder.records = {"libero_10-00": MONITORED["libero_10-00"],
                         "libero_10-01": MONITORED["libero_10-01"]}
-    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    finished: list[dict[str, Any]] = []  # pytest_libero_run_finished, once the summary is written
+    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK, config=SimpleNamespace(
+        hook=SimpleNamespace(pytest_libero_run_finished=lambda **told: finished.append(told))))
     recorder.pytest_sessionfinish(cast(pytest.Session, session), pytest.ExitCode.OK)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["safety"]["classes"]["unsafe_success"] == 1
     assert [g["passed"] for g in summary["gates"]] == [True]
     assert session.exitstatus == pytest.ExitCode.OK
+    assert [told["summary"] for told in finished] == [summary]
     recorder.records["libero_10-01"] = cast(CaseRecord, {**MONITORED["libero_goal-02"],
                                                           "case": "libero_10-01"})
     recorder.folder = RunFolder(tmp_path / "again")

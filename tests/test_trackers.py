@@ -325,22 +325,27 @@ print("imported:", sorted({{m.split(".")[0] for m in sys.modules}} & {set(TRACKE
 
 
 @pytest.mark.usefixtures("no_renderer")
-def test_the_session_end_readers_of_summary_json_are_registered_after_the_recorder(
+def test_the_session_end_readers_of_summary_json_listen_to_the_run_s_end(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """pluggy calls trylast hooks in the order their plugins were registered; the
-    recorder's writes summary.json, so whatever reads it at the session's end comes later."""
+    """The recorder writes summary.json and then calls pytest_libero_run_finished; what
+    reads summary.json at the session's end listens there, whatever the order in which
+    plugins were registered or their session-finish hooks run."""
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     names = pytester.path / "plugins.json"
     pytester.makeconftest(f"""
         import json
         def pytest_unconfigure(config):
-            names = [name for name, _ in config.pluginmanager.list_name_plugin()]
-            open({str(names)!r}, "w").write(json.dumps(names))
+            manager = config.pluginmanager
+            listening = [manager.get_name(impl.plugin)
+                         for impl in manager.hook.pytest_libero_run_finished.get_hookimpls()]
+            finishing = [manager.get_name(impl.plugin)
+                         for impl in manager.hook.pytest_sessionfinish.get_hookimpls()]
+            open({str(names)!r}, "w").write(json.dumps([listening, finishing]))
         """)
     pytester.runpytest_inprocess(*LIVE_ARGS, f"--alluredir={pytester.path / 'allure'}",
                                  f"--libero-mlflow={(pytester.path / 'mlruns').as_uri()}")
-    order = json.loads(names.read_text())
-    recorder = order.index("libero-recorder")
-    assert recorder < order.index("libero-allure-environment")
-    assert recorder < order.index("libero-trackers")
+    listening, finishing = json.loads(names.read_text())
+    assert {"libero-allure-environment", "libero-trackers"} <= set(listening)
+    assert "libero-recorder" in finishing
+    assert not {"libero-allure-environment", "libero-trackers"} & set(finishing)

@@ -1,10 +1,10 @@
 """Logging a finished run to the experiment trackers asked for, never failing the run.
 
 The same work for a live session (``--libero-wandb``, ``--libero-mlflow``: the
-:class:`TrackerLog` plugin, once, on the controller, after the recorder wrote
-summary.json) and for ``pytest-libero log RUN_DIR``. A tracker that is not installed,
-cannot be reached or refuses the run costs one line of warning; the evaluation's result
-and exit code never depend on it.
+:class:`TrackerLog` plugin, once, on the controller, when the recorder has written
+summary.json: ``pytest_libero_run_finished``) and for ``pytest-libero log RUN_DIR``. A
+tracker that is not installed, cannot be reached or refuses the run costs one line of
+warning; the evaluation's result and exit code never depend on it.
 """
 
 from __future__ import annotations
@@ -138,9 +138,9 @@ def _log_child(conn: Connection, run_dir: str, targets: dict[str, str]) -> None:
 
 
 class TrackerLog:
-    """The live session's logging, once, on the controller: registered before the
-    recorder, so its session-finish hook runs after the recorder's (summary.json is there).
-    It waits for the trackers at most ``trackers.wait_s``, and says so while it waits."""
+    """The live session's logging, once, on the controller, when the run is finished
+    (``pytest_libero_run_finished``: summary.json is there). It waits for the trackers at
+    most ``trackers.wait_s``, and says so while it waits."""
 
     def __init__(self, run_dir: Path, trackers: Trackers) -> None:
         self.run_dir = run_dir
@@ -153,8 +153,7 @@ class TrackerLog:
                 del self.targets[name]
         self.lines: list[str] = []
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_libero_run_finished(self) -> None:
         if not self.targets:
             return
         names = " and ".join(TRACKERS[name].name for name in self.targets)

@@ -129,16 +129,16 @@ class AllureEnvironment:
     """Writes the run's identities into the Allure results folder when the session ends.
 
     Registered on the controller only (with xdist, where config has no workerinput),
-    so each file is written once, after the recorder wrote the summary (its latency is
-    shown too). A run.json that cannot be read is a warning with the answer
-    every command gives, never a traceback at the session's end.
+    so each file is written once, when the recorder has written the summary
+    (``pytest_libero_run_finished``; its latency is shown too). A run.json that cannot
+    be read is a warning with the answer every command gives, never a traceback at the
+    session's end.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_libero_run_finished(self, session: pytest.Session) -> None:
         alluredir = session.config.getoption("allure_report_dir", default=None)
         if not alluredir:
             return

@@ -15,7 +15,9 @@ live line goes to a duplicate of the terminal taken at configure time, and it st
 aside (is cleared, then redrawn) around every report pytest writes.
 
 Once a case has completed, both say how much of the run is left: the plan's cost model
-(``pytest-libero plan``) fed the run's own finished cases (planning/eta.py).
+(``pytest-libero plan``) fed the run's own finished cases (planning/eta.py). The ETA clock
+and the finished lines listen to the controller's case hooks (``hookspecs.py``), which
+hand them each case's typed record, read once (``results.feed``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import pytest
 
-from pytest_libero.episode.record import RECORD_PROPERTY, CaseRecord
+from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import json_text
 from pytest_libero.planning.eta import Remaining, eta_text
 from pytest_libero.policy.contract import Observation, Reply
@@ -370,7 +372,8 @@ class FinishedLines:
 
     pytest's serial reporter starts each test's line with a newline of its own, so
     there the line is left open (no blank line follows it); letters (``-q``, xdist)
-    and xdist's ``[gw0]`` lines would run on, so there it is ended.
+    and xdist's ``[gw0]`` lines would run on, so there it is ended. The line is written
+    when the case has finished, so the estimate beside it counts the case.
     """
 
     def __init__(self, config: pytest.Config, *, left_open: bool,
@@ -378,19 +381,12 @@ class FinishedLines:
         self.config = config
         self.left_open = left_open
         self.eta = eta
-        self.seconds: dict[str, float] = {}
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
-        if report.when != "teardown":
+    def pytest_libero_case_finished(self, record: CaseRecord | None, duration: float) -> None:
+        if record is None:
             return
-        seconds = self.seconds.pop(report.nodeid)
-        for name, value in report.user_properties:
-            if name == RECORD_PROPERTY:
-                # A display line: it reads the two keys it shows, not the whole record.
-                line = finished_line(json.loads(str(value)), seconds)
-                self._write(f"{line} ({self.eta()})" if self.eta is not None else line)
+        line = finished_line(record, duration)
+        self._write(f"{line} ({self.eta()})" if self.eta is not None else line)
 
     def _write(self, line: str) -> None:
         reporter: pytest.TerminalReporter | None = self.config.pluginmanager.get_plugin(
@@ -411,23 +407,23 @@ class FinishedLines:
 class RunClock:
     """Controller: tells the run's :class:`Remaining` when each case starts and ends.
 
-    Its report hook runs first, so a finished case's line already counts that case.
+    A case's record counts when it is recorded; the finished lines, which show
+    :meth:`text`, are written after that (``pytest_libero_case_finished``).
     """
 
     def __init__(self, remaining: Remaining, long: bool) -> None:
         self.remaining = remaining
         self.long = long
 
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.remaining.start(case_of(nodeid), time.time())
+    def pytest_libero_case_started(self, case: str) -> None:
+        self.remaining.start(case, time.time())
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
-            return
-        record = next((json.loads(str(value)) for name, value in report.user_properties
-                       if name == RECORD_PROPERTY), None)
-        self.remaining.finish(case_of(report.nodeid), record)
+    def pytest_libero_case_recorded(self, record: CaseRecord) -> None:
+        self.remaining.finish(record["case"], record)
+
+    def pytest_libero_case_finished(self, case: str, record: CaseRecord | None) -> None:
+        if record is None:  # it ran no episode: it holds no worker any more
+            self.remaining.finish(case, None)
 
     def text(self) -> str:
         """``3 of 10 done, about 4m10s left``, or shorter for the live line."""
@@ -435,11 +431,6 @@ class RunClock:
         if not self.long and self.remaining.seconds_left(now) is None:
             return ""  # the live line has pytest's own count beside it
         return eta_text(self.remaining, now, short=not self.long)
-
-
-def case_of(nodeid: str) -> str:
-    """The case id in a LIBERO case's node id (``test_libero.py::test_case[libero_10-00]``)."""
-    return nodeid[nodeid.rfind("[") + 1:-1] if nodeid.endswith("]") else ""
 
 
 SINK_KEY = pytest.StashKey[Sink]()

@@ -1,7 +1,8 @@
 """The controller's side of ``--libero-decide``: the spec a run records, the decision kept
 as records arrive, and the signal that stops the cases left.
 
-The recorder hands each record to :class:`Decider` as it appends it. Once the decision is
+:class:`Decider` hears each record once it is kept (``pytest_libero_case_recorded``,
+hookspecs.py; a resumed run's records, too, from the recorder). Once the decision is
 made, the decider writes ``decision.json`` into the run folder (atomically): every
 process that would start a case looks for it first and starts none (an xdist worker's
 queued case, which the controller can no longer take back, is skipped as decided), and
@@ -155,8 +156,8 @@ def order_problem(spec: DecideSpec, selected: Sequence[str], mode: str) -> str |
 
 
 class Decider:
-    """The decision of one session's run, kept as records arrive (the recorder calls
-    :meth:`observe`), and ``decision.json`` written once it is made."""
+    """The decision of one session's run, kept as records arrive (:meth:`observe`; in a
+    session, a listener of the records), and ``decision.json`` written once it is made."""
 
     def __init__(self, spec: DecideSpec, selected: Sequence[str], folder: Path) -> None:
         self.spec = spec
@@ -172,6 +173,11 @@ class Decider:
     def running(self) -> tuple[str, ...]:
         """The order this run hands its cases out in."""
         return self.spec.running or self.spec.order
+
+    def pytest_libero_case_recorded(self, record: CaseRecord) -> None:
+        """Each case's record, already in results.jsonl (so decision.json never counts a
+        record the run folder lacks)."""
+        self.observe(record)
 
     def observe(self, record: CaseRecord) -> None:
         before = self.decided

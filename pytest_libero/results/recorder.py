@@ -2,12 +2,13 @@
 
 Workers never write run files; every record reaches the controller inside its test
 report (as a user property), so the files and the summary are the same with or
-without xdist.
+without xdist. There ``results.feed.CaseFeed`` reads it, once, and has the recorder
+keep it before any listener hears of it; at the session's end the recorder writes the
+summary and then calls ``pytest_libero_run_finished`` (``hookspecs.py``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -22,11 +23,8 @@ from pytest_libero.config.decide import DecideSettings
 from pytest_libero.config.plan import Gates, RunPlan
 from pytest_libero.config.settings import Settings
 from pytest_libero.episode.record import (
-    RECORD_PROPERTY,
     RECORD_SCHEMA,
-    UNATTEMPTED_PROPERTY,
     CaseRecord,
-    record_from_json,
 )
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.identity import data_digests
@@ -177,19 +175,17 @@ class Recorder:
         folder.write_json(RUN_NAME, run)
         return recorder
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
-            return
-        for name, value in report.user_properties:
-            if name == UNATTEMPTED_PROPERTY and self.stopped is None:
-                self.stopped = str(value)  # the process that ran the case stops itself
-            if name == RECORD_PROPERTY:
-                record = record_from_json(json.loads(str(value)))
-                record["nodeid"] = report.nodeid
-                self.records[record["case"]] = record
-                self._write(partial(self.folder.append_result, record), RESULTS_NAME)
-                if self.decider is not None:
-                    self.decider.observe(record)
+    def keep(self, record: CaseRecord) -> None:
+        """One case's record, read from its report (``results.feed.CaseFeed``): its line
+        in results.jsonl, flushed and fsynced, before any listener hears of it."""
+        self.records[record["case"]] = record
+        self._write(partial(self.folder.append_result, record), RESULTS_NAME)
+
+    def stop(self, why: str) -> None:
+        """The process that ran a case stopped itself (a policy server gone): the first
+        reason given is the run's."""
+        if self.stopped is None:
+            self.stopped = why
 
     def summary(self) -> dict[str, Any]:
         tracker = None if self.decider is None else self.decider.tracker
@@ -237,6 +233,10 @@ class Recorder:
             # With a gate, the gate decides: a checkpoint below 100% still passes CI.
             passed = all(v.passed for v in self.verdicts)
             session.exitstatus = pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED
+        # What reads the finished run (the Allure panel, the trackers) listens here, so it
+        # never depends on the order of the session-finish hooks.
+        session.config.hook.pytest_libero_run_finished(session=session, run_dir=self.folder.path,
+                                                       summary=summary)
 
 
 def _baseline(plan: RunPlan, gates: Gates) -> dict[str, CaseRecord] | None:
