@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
@@ -96,6 +96,8 @@ class Ran:
     """The command ended by itself, with ``code`` (negative: killed by that signal)."""
 
     code: int
+    seconds: float = field(default=0.0, compare=False)
+    """From its start to its own end: without the wait for what it left in its group."""
 
 
 Failure = TimedOut | Died | Raised
@@ -187,7 +189,8 @@ def run(argv: Sequence[str], *, output: Path, timeout_s: float | None = None,
     ``stop_s`` for it to end (then kills it) and is raised again. Either way, and after a
     normal end, the rest of its process group is waited for up to ``leftover_s`` and then
     killed (:func:`until_gone`)."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    begun = time.monotonic()
+    deadline = None if timeout_s is None else begun + timeout_s
     with output.open("wb") as sink:
         child = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, cwd=cwd,
@@ -197,7 +200,8 @@ def run(argv: Sequence[str], *, output: Path, timeout_s: float | None = None,
                 while True:
                     left = tick_s if deadline is None else max(min(tick_s, deadline - time.monotonic()), 0.0)
                     try:
-                        return Ran(child.wait(left))
+                        code = child.wait(left)
+                        return Ran(code, time.monotonic() - begun)
                     except subprocess.TimeoutExpired:
                         pass
                     if deadline is not None and time.monotonic() >= deadline:

@@ -241,9 +241,11 @@ def test_a_leftover_that_ends_by_itself_is_only_waited_for(tmp_path: Path) -> No
     script = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
               "'import time; time.sleep(2)'])")
     started = time.monotonic()
-    assert children.run(python(script), output=tmp_path / "out.log", leftover_s=BOUND_S) == Ran(0)
+    ended = children.run(python(script), output=tmp_path / "out.log", leftover_s=BOUND_S)
     took = time.monotonic() - started
+    assert ended == Ran(0)
     assert 2 <= took < BOUND_S / 2, took
+    assert isinstance(ended, Ran) and ended.seconds < 2 <= took  # its own end, not the leftover's
 
 
 def test_the_command_is_told_while_it_runs(tmp_path: Path) -> None:
