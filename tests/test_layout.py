@@ -21,8 +21,9 @@ MAX_TOP_LEVEL_MODULES = 8
 # Lowest first; a package imports only from its own layer's package and the layers below
 # (docs/architecture.md, "The packages", describes this order).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pytest_libero", "data", "files"),  # the root (its version), packaged data, crash-safe
-                                         # file helpers: they import nothing of ours
+    ("pytest_libero", "data", "files", "children"),  # the root (its version), packaged data,
+                                         # crash-safe file helpers, the bounded child process
+                                         # (children.py): they import nothing of ours
     ("protocol",),          # the contract: parameters, errors, hashing, identities, the GL choice
     ("catalog",),           # the frozen entries, their case ids and the selection over them
     ("perturb",),           # generated perturbations of catalog entries, their table and draw

@@ -24,22 +24,20 @@ package has measured.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
-import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Mapping
 from functools import cache
-from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pytest_libero import children
 from pytest_libero.files import tail_of
 from pytest_libero.protocol.hashing import array_sha256, canonical_json, sha256_bytes
 from pytest_libero.protocol.parameters import CAMERAS, IMAGE_SIZE
@@ -192,49 +190,27 @@ def not_measured(error: str) -> dict[str, Any]:
             "vendor": None, "renderer": None, "version": None, "error": error}
 
 
-def _measure_child(conn: Connection, log: str) -> None:
-    """Entry point of a measuring process: its output goes to ``log``."""
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    try:
-        conn.send(measure())
-    finally:
-        conn.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)  # skip teardown: the EGL context's exit-time noise stays out
-
-
 def measure_in_child(context: SpawnContext | ForkServerContext | None = None,
                      timeout_s: float = MEASURE_TIMEOUT_S) -> dict[str, Any]:
     """:func:`measure` in a new process of ``context`` (default: spawn), so the caller
-    never imports the simulator nor holds a GL context; ``wall_s`` is the whole cost."""
-    ctx = context or multiprocessing.get_context("spawn")
+    never imports the simulator nor holds a GL context; ``wall_s`` is the whole cost. The
+    process's output goes to a scratch log, and it leaves at once after answering: the EGL
+    context's exit-time noise stays out."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pytest-libero-renderer-") as scratch:
         log = Path(scratch) / "measure.log"
         log.touch()
-        receive, send = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_measure_child, args=(send, str(log)), daemon=True)
-        process.start()
-        send.close()
-        try:
-            if receive.poll(timeout_s):
-                found: dict[str, Any] = receive.recv()
-            else:
-                found = not_measured(f"no answer within {timeout_s:g} s; output ends:\n"
-                                     f"{tail_of(log, 10)}")
-        except (EOFError, OSError):
-            process.join(10)
-            found = not_measured(f"the measuring process died (exit code {process.exitcode}); "
+        answer = children.call(measure, timeout_s=timeout_s, context=context, output=log,
+                               teardown=False)
+        if isinstance(answer, children.Returned):
+            found: dict[str, Any] = answer.value
+        elif isinstance(answer, children.TimedOut):
+            found = not_measured(f"no answer within {timeout_s:g} s; output ends:\n{tail_of(log, 10)}")
+        elif isinstance(answer, children.Died):
+            found = not_measured(f"the measuring process died (exit code {answer.exitcode}); "
                                  f"output ends:\n{tail_of(log, 10)}")
-        finally:
-            receive.close()
-            if process.is_alive():
-                process.kill()
-            process.join(10)
+        else:
+            found = not_measured(str(answer))
     found["wall_s"] = round(time.perf_counter() - started, 3)
     return found
 

@@ -10,15 +10,14 @@ warning; the evaluation's result and exit code never depend on it.
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
+from pytest_libero import children
 from pytest_libero.config.options import TRACKER_WAIT_VARIABLE
 from pytest_libero.config.settings import Trackers
 from pytest_libero.export.tracked import TrackedRun, tracked_run
@@ -104,37 +103,27 @@ def log_run_within(run_dir: Path, targets: dict[str, str], wait_s: float) -> lis
     """:func:`log_run` in a process of its own, stopped after ``wait_s`` seconds: a
     tracker that accepts a connection and never answers costs a live run at most that
     (its client's own retries are not bounded by anything of ours)."""
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_log_child, args=(send, str(run_dir), targets), daemon=True)
-    process.start()
-    send.close()
+    answer = children.call(_log_child, str(run_dir), targets, timeout_s=wait_s)
+    if isinstance(answer, children.Returned):
+        return [Logged(ok, line) for ok, line in answer.value]
     names = " and ".join(f"{TRACKERS[name].name} {target!r}" for name, target in targets.items())
     retry = " ".join(f"{TRACKERS[name].flag} {target}" for name, target in targets.items())
-    try:
-        if receive.poll(wait_s):
-            return [Logged(ok, line) for ok, line in receive.recv()]
+    if isinstance(answer, children.TimedOut):
         why = f"no answer within {wait_s:g} s ({TRACKER_WAIT_VARIABLE} sets the wait)"
-    except (EOFError, OSError):
-        process.join(10)
-        why = f"the logging process died (exit code {process.exitcode})"
-    finally:
-        receive.close()
-        if process.is_alive():
-            process.kill()
-        process.join(10)
+    elif isinstance(answer, children.Died):
+        why = f"the logging process died (exit code {answer.exitcode})"
+    else:
+        why = f"the logging process failed ({answer.kind}: {clipped(' '.join(answer.message.split()), 300)})"
     return [Logged(False, f"pytest-libero: could not log the run to {names}: {why}; try again "
                           f"later with: pytest-libero log {run_dir} {retry}")]
 
 
-def _log_child(conn: Connection, run_dir: str, targets: dict[str, str]) -> None:
-    """Entry point of the logging process: each tracker's (ok, line)."""
+def _log_child(run_dir: str, targets: dict[str, str]) -> list[tuple[bool, str]]:
+    """The logging process's work: each tracker's (ok, line)."""
     try:
-        found = [(logged.ok, logged.line) for logged in log_run(Path(run_dir), targets)]
+        return [(logged.ok, logged.line) for logged in log_run(Path(run_dir), targets)]
     except SetupError as exc:
-        found = [(False, f"pytest-libero: the run was not logged to a tracker: {exc}")]
-    conn.send(found)
-    conn.close()
+        return [(False, f"pytest-libero: the run was not logged to a tracker: {exc}")]
 
 
 class TrackerLog:

@@ -11,17 +11,15 @@ copied. While the child runs, each case's line in results.jsonl is progress.
 from __future__ import annotations
 
 import os
-import signal
 import stat
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pytest_libero import children
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.inloop.evaluation import Evaluation
@@ -269,64 +267,17 @@ def _reaching(work: Path, endpoint: str, description: str, *, counters: bool = F
 
 def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None) -> int:
     """Run the child pytest to its end, telling progress; Ctrl-C interrupts it (its
-    summary is written) and is raised again once it has ended."""
+    summary is written, :data:`STOP_S` at most) and is raised again once it has ended.
+    Its own processes are waited for (:data:`LEFTOVER_S`, then killed) before this returns."""
     told = Told(run_dir, progress)
-    with log.open("wb") as sink:
-        child = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            while True:
-                try:
-                    code = child.wait(POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    told.update()
-        except BaseException:
-            child.send_signal(signal.SIGINT)  # pytest ends the run and writes its summary
-            try:
-                child.wait(STOP_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-            raise
-        finally:
-            _until_gone(child.pid)
-            told.update()
-            told.close()
-    return code
-
-
-def _until_gone(group: int) -> None:
-    """Wait for the rest of the child's process group (it leads its own session), and
-    kill what is still there after :data:`LEFTOVER_S`: nothing the run started outlives
-    the call."""
-    deadline = time.monotonic() + LEFTOVER_S
-    while _alive(group):
-        if time.monotonic() >= deadline:
-            with suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
-            return
-        time.sleep(0.05)
-
-
-def _alive(group: int) -> bool:
-    """Whether a process of ``group`` still runs; a zombie does not (where nothing reaps
-    orphans, one would otherwise be waited for to the end)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    for stat_file in proc.glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone while being read
-        if len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    try:
+        ended = children.run(argv, output=log, tick=told.update, tick_s=POLL_S, stop_s=STOP_S,
+                             leftover_s=LEFTOVER_S)
+    finally:
+        told.update()
+        told.close()
+    assert isinstance(ended, children.Ran)  # no timeout was given
+    return ended.code
 
 
 def _said(log: Path) -> str:
