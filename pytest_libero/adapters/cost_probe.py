@@ -12,11 +12,12 @@ figures by the renderer's fingerprint, measured as a run measures it.
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from pytest_libero import children
 
 BUILDS = 3
 RESETS = 5
@@ -86,34 +87,17 @@ def _stepping(episode: Any, action: Any, *, observe: bool) -> float:
     return (time.perf_counter() - started) / CONTROLS
 
 
-def _child(send: Any, suites: Sequence[str]) -> None:
-    try:
-        send.send(measure(suites))
-    except BaseException as exc:  # told to the parent, which says it in one line
-        send.send({"error": f"{type(exc).__name__}: {exc}"})
-    finally:
-        send.close()
-
-
 def measure_in_child(suites: Sequence[str] = ("libero_10",),
                      timeout_s: float | None = None) -> dict[str, Any]:
     """:func:`measure` in a spawned process; ``{"error": ...}`` when it could not."""
     if timeout_s is None:
         timeout_s = PROBE_TIMEOUT_S + SUITE_TIMEOUT_S * (len(suites) - 1)
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(send, tuple(suites)), daemon=True)
-    process.start()
-    send.close()
-    try:
-        if not receive.poll(timeout_s):
-            return {"error": f"the probe did not finish within {timeout_s:g} s"}
-        found: dict[str, Any] = receive.recv()
+    answer = children.call(measure, tuple(suites), timeout_s=timeout_s)
+    if isinstance(answer, children.Returned):
+        found: dict[str, Any] = answer.value
         return found
-    except EOFError:
-        return {"error": f"the probe's process died (exit code {process.exitcode})"}
-    finally:
-        receive.close()
-        if process.is_alive():
-            process.kill()
-        process.join(10)
+    if isinstance(answer, children.TimedOut):
+        return {"error": f"the probe did not finish within {timeout_s:g} s"}
+    if isinstance(answer, children.Died):
+        return {"error": f"the probe's process died (exit code {answer.exitcode})"}
+    return {"error": str(answer)}

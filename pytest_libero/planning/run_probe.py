@@ -13,8 +13,6 @@ for, and its episode less its physics and images, per call.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_libero import children
 from pytest_libero.results.layout import RESULTS_NAME
 
 CALLS = 20
@@ -39,25 +38,24 @@ def run_args(results: Path, suite: str = "libero_10") -> list[str]:
 def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[str, Any]:
     """``overhead_s`` and ``call_s`` given the phase probe's figures of ``suite``;
     ``{"error": ...}`` when the run did not end with its one case recorded."""
-    # As a user runs it: none of the calling pytest's options, plugins or worker identity.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS") and not k.startswith("PYTEST_XDIST")}
     with tempfile.TemporaryDirectory(prefix="pytest-libero-plan-run-") as scratch:
         folder = Path(scratch)
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+        log = folder / "pytest.log"
         launched = time.time()
-        try:
-            done = subprocess.run([sys.executable, "-m", "pytest", *run_args(folder / "results", suite)],
-                                  cwd=folder, env=env, capture_output=True, text=True,
-                                  timeout=RUN_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
+        # As a user runs it: none of the calling pytest's options, plugins or worker identity.
+        done = children.run([sys.executable, "-m", "pytest", *run_args(folder / "results", suite)],
+                            output=log, cwd=folder, env=children.clean_environment(),
+                            timeout_s=RUN_TIMEOUT_S, stop_s=0.0)
+        if isinstance(done, children.TimedOut):
             return {"error": f"the probe's run did not finish within {RUN_TIMEOUT_S:g} s"}
-        ended = time.time()
+        ended = launched + done.seconds  # its own end, not the wait for what it left behind
         found = list((folder / "results").glob(f"*/*/{RESULTS_NAME}"))
         lines = found[0].read_text(encoding="utf-8").splitlines() if found else []
         if len(lines) != 1:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-            return {"error": f"the probe's run (exit {done.returncode}) recorded {len(lines)} "
+            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            tail = [line for line in said if line.strip()][-5:]
+            return {"error": f"the probe's run (exit {done.code}) recorded {len(lines)} "
                              f"cases, not 1: {' / '.join(tail)}"}
         return split_run(json.loads(lines[0]), launched, ended, phases)
 
