@@ -31,17 +31,17 @@ def unsupported_python() -> str | None:
             f"e.g. `uv venv --python {PYTHONS[-1][0]}.{PYTHONS[-1][1]}`")
 
 if TYPE_CHECKING:
-    from pytest_libero.inloop.evaluate import (
+    from pytest_libero.api.evaluate import (
         EvaluationFailed,
         EvaluationInterrupted,
         EvaluationRefused,
         evaluate,
     )
-    from pytest_libero.inloop.evaluation import Evaluation
+    from pytest_libero.api.evaluation import Evaluation
 
 _LAZY = {**dict.fromkeys(("evaluate", "EvaluationRefused", "EvaluationFailed", "EvaluationInterrupted"),
-                         "pytest_libero.inloop.evaluate"),
-         "Evaluation": "pytest_libero.inloop.evaluation"}
+                         "pytest_libero.api.evaluate"),
+         "Evaluation": "pytest_libero.api.evaluation"}
 __all__ = ["Evaluation", "EvaluationFailed", "EvaluationInterrupted", "EvaluationRefused", "__version__",
            "evaluate"]
 

@@ -28,13 +28,13 @@ from pytest_libero.config.workers import (
 from pytest_libero.conformance.collection import suite_directory, suite_folder
 from pytest_libero.episode.record import RECORD_PROPERTY, UNATTEMPTED_PROPERTY, CaseRecord, record_to_json
 from pytest_libero.export.trackers import TrackerLog
-from pytest_libero.planning.eta import Remaining
 from pytest_libero.policy.openpi.launcher import LaunchedServer
 from pytest_libero.policy.probe import preflight
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.rendering import ROBOSUITE_ESCAPE_WARNING
 from pytest_libero.report import progress as live_progress
 from pytest_libero.report.allure import AllureEnvironment, allure_active, report_case
+from pytest_libero.report.eta import Remaining
 from pytest_libero.report.figures import RobustnessFigure
 from pytest_libero.report.terminal import TerminalSummary
 from pytest_libero.results.decider import DecidedLoop

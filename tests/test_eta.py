@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from synthetic import synthetic_record
 
-from pytest_libero.planning.eta import Remaining, duration_text, eta_text
 from pytest_libero.planning.model import CaseShape
+from pytest_libero.report.eta import Remaining, duration_text, eta_text
 from pytest_libero.report.progress import LiveLine, Status
 from pytest_libero.results.feed import case_of
 
@@ -126,7 +126,7 @@ def test_the_live_line_leads_with_what_is_left_while_cases_run() -> None:
 
 ETA_CONFTEST = """
 import time
-from pytest_libero.planning.eta import Remaining
+from pytest_libero.report.eta import Remaining
 from pytest_libero.planning.model import CaseShape
 from pytest_libero.report.progress import FinishedLines, RunClock
 from pytest_libero.results.feed import CaseFeed

@@ -25,8 +25,8 @@ import pytest
 
 from harness.servers import free_port, serve_argv, serving
 from pytest_libero import Evaluation, EvaluationRefused, evaluate
+from pytest_libero.api.keywords import KEYWORDS
 from pytest_libero.config.profiles import load_profile
-from pytest_libero.inloop.keywords import KEYWORDS
 
 pytestmark = pytest.mark.simulator
 
@@ -269,8 +269,8 @@ def test_an_unknown_keyword_and_an_object_without_infer_are_type_errors(tmp_path
 
 
 def test_every_keyword_is_an_option_and_docs_options_md_lists_them() -> None:
+    from pytest_libero.api.evaluate import USAGE_ERROR
     from pytest_libero.config.options import OPTIONS
-    from pytest_libero.inloop.evaluate import USAGE_ERROR
 
     assert USAGE_ERROR == pytest.ExitCode.USAGE_ERROR
 

@@ -1,4 +1,4 @@
-"""What ``evaluate``'s caller sees while its run goes on (``inloop/progress.py``).
+"""What ``evaluate``'s caller sees while its run goes on (``api/progress.py``).
 
 The run folder is real files written as a run writes them (run.json first, then one
 results.jsonl line per finished case, the last one possibly half written); the terminal
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.inloop.progress import Told
+from pytest_libero.api.progress import Told
 
 
 class Terminal(io.StringIO):

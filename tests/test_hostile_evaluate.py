@@ -31,7 +31,7 @@ from scripted_runs import make_run
 
 from harness.hostile import Hostile
 from pytest_libero import EvaluationRefused, evaluate
-from pytest_libero.inloop.served import CLOSE_S
+from pytest_libero.api.served import CLOSE_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = {"scope": "task_coverage", "suite": "libero_10", "budget_mode": "decisions",
@@ -239,7 +239,7 @@ REPLIES = textwrap.dedent('''
     import json, resource, sys
     import numpy as np
     resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
-    from pytest_libero.inloop.served import OneObject, serving
+    from pytest_libero.api.served import OneObject, serving
     from pytest_libero.policy.contract import Observation
     from pytest_libero.policy.errors import ServerError
     from pytest_libero.policy.openpi.layout import RequestLayout

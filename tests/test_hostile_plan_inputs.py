@@ -27,9 +27,9 @@ from decided_runs import run
 from harness.hostile import Hostile
 from harness.runs import run_folder
 from pytest_libero.planning.command import plan_main
-from pytest_libero.planning.eta import duration_text
 from pytest_libero.planning.probe import CACHE_VERSION
 from pytest_libero.planning.report import duration
+from pytest_libero.report.eta import duration_text
 
 FIGURES = {"build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 0.12, "cpu_per_wall": 1.0}
 GOOD = {"version": CACHE_VERSION, "scenes": {"libero_10": FIGURES},

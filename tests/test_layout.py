@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),            # what people read: terminal, Allure, figures
     ("audit",),             # verify: re-executes the recorded cases
     ("export",),            # evidence as data: a run folder as a LeRobot dataset, in a tracker
-    ("inloop",),            # evaluate from Python: a policy object served in-process, a child run
+    ("api",),               # evaluate from Python: a policy object served in-process, a child run
     ("conformance",),       # the shipped test module the plugin collects
     ("session",),           # one session's work for the hooks: checks, run folder, each case's run
     ("hookspecs",),         # the hooks other plugins implement: each case's record, the run's end
@@ -140,8 +140,8 @@ def test_every_package_has_its_place_in_the_order() -> None:
     assert present == set(placed), "place a new package in LAYERS, with its reason"
 
 
-PUBLIC_API = {("pytest_libero", "pytest_libero.inloop.evaluate"),
-              ("pytest_libero", "pytest_libero.inloop.evaluation")}
+PUBLIC_API = {("pytest_libero", "pytest_libero.api.evaluate"),
+              ("pytest_libero", "pytest_libero.api.evaluation")}
 """The root re-exports ``evaluate`` for ``from pytest_libero import evaluate``: imported
 on first use (a module ``__getattr__``), named for type checkers only, so nothing that
 imports the root loads it."""
@@ -155,10 +155,10 @@ def test_no_package_imports_a_higher_one() -> None:
 
 def test_the_root_loads_evaluate_only_when_it_is_asked_for() -> None:
     done = subprocess.run([sys.executable, "-c", "import sys, pytest_libero; "
-                           "print(any(m.startswith('pytest_libero.inloop') for m in sys.modules)); "
+                           "print(any(m.startswith('pytest_libero.api') for m in sys.modules)); "
                            "from pytest_libero import evaluate; print(evaluate.__module__)"],
                           capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["False", "pytest_libero.inloop.evaluate"]
+    assert done.stdout.split() == ["False", "pytest_libero.api.evaluate"]
 
 
 def test_the_simulator_adapter_is_imported_only_where_cases_run() -> None:

@@ -15,7 +15,7 @@ live line goes to a duplicate of the terminal taken at configure time, and it st
 aside (is cleared, then redrawn) around every report pytest writes.
 
 Once a case has completed, both say how much of the run is left: the plan's cost model
-(``pytest-libero plan``) fed the run's own finished cases (planning/eta.py). The ETA clock
+(``pytest-libero plan``) fed the run's own finished cases (report/eta.py). The ETA clock
 and the finished lines listen to the controller's case hooks (``hookspecs.py``), which
 hand them each case's typed record, read once (``results.feed``).
 """
@@ -40,9 +40,9 @@ import pytest
 
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.files import json_text
-from pytest_libero.planning.eta import Remaining, eta_text
 from pytest_libero.policy.contract import Observation, Reply
 from pytest_libero.protocol.clock import ChunkTiming
+from pytest_libero.report.eta import Remaining, eta_text
 
 if TYPE_CHECKING:
     from _pytest._io import TerminalWriter

@@ -5,7 +5,7 @@ and means what the option means; its default is the option's (None: the option i
 given). A value is written as the command line spells it: a list of task ids as
 ``0,1,4``, a number as itself. The plugin checks every value as it checks the command
 line's, so a bad one is the same one-line refusal (``evaluate`` raises it as
-:class:`~pytest_libero.inloop.evaluate.EvaluationRefused`). What is spelled is bounded
+:class:`~pytest_libero.api.evaluate.EvaluationRefused`). What is spelled is bounded
 first, in the caller's process: a list of ids holds ids, not lists, and no more than a
 selection can use (``range(10**12)`` is refused by its length, never written out), and
 no value is longer than a command line takes. ``docs/options.md`` says which options

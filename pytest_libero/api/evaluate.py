@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero import children
+from pytest_libero.api.evaluation import Evaluation
+from pytest_libero.api.keywords import MAX_GPUS, Unspellable, option_args, pytest_arguments, spelled
+from pytest_libero.api.progress import Progress, Told
+from pytest_libero.api.served import AlreadyLent, OneObject, serving
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
-from pytest_libero.inloop.evaluation import Evaluation
-from pytest_libero.inloop.keywords import MAX_GPUS, Unspellable, option_args, pytest_arguments, spelled
-from pytest_libero.inloop.progress import Progress, Told
-from pytest_libero.inloop.served import AlreadyLent, OneObject, serving
 from pytest_libero.policy.contract import Policy
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
