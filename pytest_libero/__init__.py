@@ -1,7 +1,15 @@
 """pytest-libero: natively scored LIBERO episodes as pytest cases.
 
-``from pytest_libero import evaluate`` runs the suite on a policy from Python (a training
-loop); it is imported on first use, so importing the plugin stays light.
+The public surface is what this module exports (``__all__``), the hooks of
+:mod:`pytest_libero.hookspecs`, ``python -m pytest_libero.serve``, the ``pytest-libero``
+command, the options and the record (docs/records.md); every other module path is the
+package's own and may change (docs/architecture.md, "The public surface"). Here:
+``evaluate`` and what it returns or raises (the suite on a policy object, from a training
+loop), the policy contract a served or lent policy meets (``Policy``, ``BatchPolicy``,
+``Observation``, ``Reply``), a perturbation kind of your own (``Kind``, ``KindApplied``,
+``Perturbation``, ``Context``, ``Magnitudes``), a simulator adapter of your own
+(``BenchmarkAdapter``, ``Episode``) and the typed record listeners get (``CaseRecord``).
+Each is imported on first use, so importing the plugin stays light.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ def unsupported_python() -> str | None:
             f"e.g. `uv venv --python {PYTHONS[-1][0]}.{PYTHONS[-1][1]}`")
 
 if TYPE_CHECKING:
+    from pytest_libero.adapters.base import BenchmarkAdapter, Episode
     from pytest_libero.api.evaluate import (
         EvaluationFailed,
         EvaluationInterrupted,
@@ -38,12 +47,28 @@ if TYPE_CHECKING:
         evaluate,
     )
     from pytest_libero.api.evaluation import Evaluation
+    from pytest_libero.episode.record import CaseRecord
+    from pytest_libero.perturb.kind import Context, Kind, KindApplied, Magnitudes, Perturbation
+    from pytest_libero.policy.contract import BatchPolicy, Observation, Policy, Reply
 
-_LAZY = {**dict.fromkeys(("evaluate", "EvaluationRefused", "EvaluationFailed", "EvaluationInterrupted"),
-                         "pytest_libero.api.evaluate"),
-         "Evaluation": "pytest_libero.api.evaluation"}
-__all__ = ["Evaluation", "EvaluationFailed", "EvaluationInterrupted", "EvaluationRefused", "__version__",
-           "evaluate"]
+_HOMES = {
+    "pytest_libero.api.evaluate": ("evaluate", "EvaluationRefused", "EvaluationFailed",
+                                   "EvaluationInterrupted"),
+    "pytest_libero.api.evaluation": ("Evaluation",),
+    "pytest_libero.policy.contract": ("Policy", "BatchPolicy", "Observation", "Reply"),
+    "pytest_libero.perturb.kind": ("Kind", "KindApplied", "Perturbation", "Context", "Magnitudes"),
+    "pytest_libero.adapters.base": ("BenchmarkAdapter", "Episode"),
+    "pytest_libero.episode.record": ("CaseRecord",),
+}
+"""Where each public name is defined: it is imported from there on first use (importing
+the plugin stays light), and that path keeps working too."""
+_LAZY = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = [
+    "BatchPolicy", "BenchmarkAdapter", "CaseRecord", "Context", "Episode", "Evaluation",
+    "EvaluationFailed", "EvaluationInterrupted", "EvaluationRefused", "Kind", "KindApplied",
+    "Magnitudes", "Observation", "Perturbation", "Policy", "Reply", "__version__", "evaluate",
+    "unsupported_python",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -56,3 +81,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'pytest_libero' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -140,11 +140,12 @@ def test_every_package_has_its_place_in_the_order() -> None:
     assert present == set(placed), "place a new package in LAYERS, with its reason"
 
 
-PUBLIC_API = {("pytest_libero", "pytest_libero.api.evaluate"),
-              ("pytest_libero", "pytest_libero.api.evaluation")}
-"""The root re-exports ``evaluate`` for ``from pytest_libero import evaluate``: imported
-on first use (a module ``__getattr__``), named for type checkers only, so nothing that
-imports the root loads it."""
+PUBLIC_API = {("pytest_libero", module) for module in (
+    "pytest_libero.api.evaluate", "pytest_libero.api.evaluation", "pytest_libero.policy.contract",
+    "pytest_libero.perturb.kind", "pytest_libero.adapters.base", "pytest_libero.episode.record")}
+"""The root re-exports the public surface (tests/test_public_surface.py) for ``from
+pytest_libero import evaluate, Kind, ...``: each imported on first use (a module
+``__getattr__``), named for type checkers only, so nothing that imports the root loads it."""
 
 
 def test_no_package_imports_a_higher_one() -> None:
