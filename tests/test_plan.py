@@ -23,6 +23,7 @@ from pytest_libero.planning.command import plan_main
 from pytest_libero.planning.decided import expected_fraction
 from pytest_libero.planning.model import (
     Assumptions,
+    CaseCost,
     CaseShape,
     CostTable,
     PhaseCosts,
@@ -32,6 +33,7 @@ from pytest_libero.planning.model import (
     hidden_share,
     predict,
     saturation,
+    shared_cores,
     worker_counts,
 )
 from pytest_libero.planning.run_probe import split_run
@@ -141,6 +143,21 @@ def test_a_finished_run_s_cases_cost_each_scene_family_its_own() -> None:
     assert table.of("libero_object") == table.default
 
 
+def test_shared_cores_see_the_cores_a_last_case_leaves_idle() -> None:
+    # Three episodes of 10 s alone at 1.5 cores each, on two workers and two cores: the two
+    # together ask 3 cores and run at 2/3 speed (both end at 15 s); the third runs alone.
+    def case(name: str) -> CaseCost:
+        return CaseCost(name, setup_s=0.0, episode_s=10.0, cpu_s=15.0, calls=0.0)
+
+    by_worker = [[case("a"), case("c")], [case("b")]]
+    assert shared_cores(by_worker, False, cores=2, start_s=0.0) == pytest.approx(25.0)  # not 45/2
+    # The second worker's start (3 s on one core) beside the first episode: 2.5 cores asked,
+    # 0.8 speed until 3.75 s; then the two episodes at 2/3 until the first ends (14.25 s),
+    # then the second beside the third (18.75 s), then the third alone.
+    assert shared_cores(by_worker, False, cores=2, start_s=3.0) == pytest.approx(25.75)
+    assert shared_cores(by_worker, False, cores=8, start_s=0.0) == pytest.approx(20.0)
+
+
 def test_each_worker_past_the_first_starts_beside_it_on_the_cores() -> None:
     costs = replace(COSTS, overhead_s=6.0)
     four = shapes(4)
@@ -163,6 +180,13 @@ def test_the_probe_s_run_is_split_into_its_fixed_cost_and_each_call_s_own_work()
     assert split["overhead_s"] == pytest.approx(15 - 8.5 + 2)
     # Its episode less 20 controls' physics and 24 images, over 4 calls.
     assert split["call_s"] == pytest.approx((2.2 - 0.2 - 1.2) / 4)
+    assert "cpu_factor" not in split  # no CPU seconds measured: the probe's share stands
+    # 20 busy CPU seconds over the run: 12.8 of them outside the episode on one core, the
+    # episode's 7.2 over its 2.2 s against the probe's 1.0 per second.
+    phases = {**phases, "cpu_per_wall": 1.0}
+    busy = split_run(record, launched=100.0, ended=115.0, phases=phases, cpu_s=20.0)
+    assert busy["cpu_factor"] == pytest.approx(7.2 / 2.2)
+    assert split_run(record, launched=100.0, ended=115.0, phases=phases, cpu_s=10.0)["cpu_factor"] == 1.0
 
 
 def test_worker_counts_double_up_to_the_cores_or_gpus() -> None:

@@ -10,10 +10,12 @@ the share of the probe's time some task waited for a core (Linux's pressure stal
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 LOADAVG = Path("/proc/loadavg")
 PRESSURE = Path("/proc/pressure/cpu")
+STAT = Path("/proc/stat")
 BUSY_WAITING = 0.2
 """A probe that some task waited for a core this share of its time measured a busy machine."""
 SHORTEST_S = 5.0
@@ -54,3 +56,14 @@ def waiting_share(before: float | None, after: float | None, wall_s: float) -> f
     if before is None or after is None or not wall_s >= SHORTEST_S:
         return None
     return min(max((after - before) / wall_s, 0.0), 1.0)
+
+
+def busy_cpu_s(stat: Path | None = None) -> float | None:
+    """CPU seconds every core has spent busy since boot (``/proc/stat``'s first line: all
+    but idle and I/O wait); None where it cannot be read."""
+    try:
+        first = (stat or STAT).read_text(encoding="ascii").splitlines()[0].split()
+        ticks = [int(value) for value in first[1:9]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return None

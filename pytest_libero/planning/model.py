@@ -174,13 +174,61 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts | CostTable, assume: 
     if shared:
         # A worker's start is about the run's fixed seconds on one core; the first's is the
         # overhead added below, the others' compete with it for the cores.
-        starts = (max(workers, 1) - 1) * table.default.overhead_s if cases else 0.0
-        bounds["cores"] = (sum(c.cpu_s for c in cases) + starts) / max(cores, 1)
+        start = table.default.overhead_s
+        starts = (max(workers, 1) - 1) * start if cases else 0.0
+        bounds["cores"] = max((sum(c.cpu_s for c in cases) + starts) / max(cores, 1),
+                              shared_cores(by_worker, assume.prebuild, cores, start) if cases else 0.0)
         bounds["policy server"] = sum(c.calls for c in cases) * assume.latency_s
     bound = max(bounds, key=lambda name: bounds[name])
     overhead = table.default.overhead_s if shared and cases else 0.0
     return Prediction(workers, bounds[bound] + overhead, bound,
                       {name: value + overhead for name, value in bounds.items()})
+
+
+def shared_cores(by_worker: Sequence[Sequence[CaseCost]], prebuild: bool, cores: int,
+                 start_s: float) -> float:
+    """The workers' cases played out on ``cores`` shared cores: each worker's steps in
+    order (a start of ``start_s`` on one core for each worker past the first, then each
+    set-up on one core and each episode on its own CPU share, a set-up run ahead beside
+    the episode before it with ``prebuild``), every running step slowed alike whenever
+    together they ask more than the cores (the kernel's fair share). Unlike the sum of CPU
+    seconds over the cores, it sees the cores a run leaves idle: a last case running alone
+    on a worker while the others have finished."""
+    plans = [_steps(cases, prebuild, start_s if n else 0.0) for n, cases in enumerate(by_worker)]
+    at = [0] * len(plans)
+    clock = 0.0
+    while True:
+        for n, plan in enumerate(plans):  # past the steps that are done
+            while at[n] < len(plan) and all(left <= 1e-9 for left, _ in plan[at[n]]):
+                at[n] += 1
+        running = [work for n, plan in enumerate(plans) if at[n] < len(plan)
+                   for work in plan[at[n]] if work[0] > 1e-9]
+        if not running:
+            return clock
+        asked = sum(demand for _, demand in running)
+        rate = min(1.0, max(cores, 1) / asked) if asked > 0 else 1.0
+        step = min(left for left, _ in running) / rate
+        for work in running:
+            work[0] -= step * rate
+        clock += step
+
+
+def _steps(cases: Sequence[CaseCost], prebuild: bool, start_s: float) -> list[list[list[float]]]:
+    """One worker's steps, each the works that run together as [seconds alone, cores]; a
+    step begins when the one before has ended whole."""
+    steps: list[list[list[float]]] = [[[start_s, 1.0]]]
+    if cases:
+        steps.append([[cases[0].setup_s, 1.0]])
+    for current, following in zip(cases, [*cases[1:], None]):
+        demand = max(current.cpu_s - current.setup_s, 0.0) / current.episode_s if current.episode_s else 0.0
+        episode = [current.episode_s, demand]
+        if following is None:
+            steps.append([episode])
+        elif prebuild and following.hideable:
+            steps.append([episode, [following.setup_s, 1.0]])
+        else:
+            steps += [[episode], [[following.setup_s, 1.0]]]
+    return steps
 
 
 def hidden_share(costs: PhaseCosts, workers: int, cores: int) -> float:

@@ -37,12 +37,14 @@ from pytest_libero.protocol.text import clipped
 CACHE_VERSION = "pytest-libero-plan-probe/4"
 FIGURES = ("build_s", "reset_s", "physics_s", "render_s", "cpu_per_wall")
 """Each scene family's, from the phase probe."""
-RUN_FIGURES = ("call_s", "overhead_s")
-"""From the probe's short real run (planning/run_probe.py); 0 when a probe gives none."""
+RUN_FIGURES = {"call_s": 0.0, "overhead_s": 0.0, "cpu_factor": 1.0}
+"""From the probe's short real run (planning/run_probe.py), and each one's value when a
+probe gives none."""
 BOUNDS: Mapping[str, tuple[float, str]] = {
     "build_s": (HOUR, "s"), "reset_s": (HOUR, "s"), "physics_s": (MINUTE, "s"),
     "render_s": (MINUTE, "s"), "cpu_per_wall": (4096.0, "CPU seconds per second"),
-    "call_s": (HOUR, "s"), "overhead_s": (HOUR, "s"), "waiting": (1.0, "")}
+    "call_s": (HOUR, "s"), "overhead_s": (HOUR, "s"), "cpu_factor": (4.0, ""),
+    "waiting": (1.0, "")}
 """Each figure's largest plausible value: a build or a reset under an hour, a control's
 physics and a camera image under a minute, a call's own work and a run's start and
 finish under an hour, a share of time waited at most all of it."""
@@ -195,8 +197,11 @@ def _table(cached: Mapping[str, Any], path: Path, scenes: Sequence[str]) -> Cost
     if waited > BUSY_WAITING:
         source += (f"; measured on a busy machine (the probe waited for a core {waited:.0%} of "
                    "its time): --refresh when it is quiet")
-    run = {name: cached.get(name, 0.0) for name in RUN_FIGURES}
+    run = {name: cached.get(name, default) for name, default in RUN_FIGURES.items()}
+    factor = run.pop("cpu_factor")
     table = {scene: PhaseCosts(settle_s=0.0, source=source, **run,
-                               **{key: cached["scenes"][scene][key] for key in FIGURES})
+                               **{key: cached["scenes"][scene][key] for key in FIGURES
+                                  if key != "cpu_per_wall"},
+                               cpu_per_wall=cached["scenes"][scene]["cpu_per_wall"] * factor)
              for scene in scenes}
     return CostTable(table[scenes[0]], table)

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero import children
+from pytest_libero.planning.load import BUSY_WAITING, busy_cpu_s, cpu_waiting_s, waiting_share
 from pytest_libero.results.layout import RESULTS_NAME
 
+CPU_FACTOR_LOWEST, CPU_FACTOR_HIGHEST = 1.0, 4.0
+"""A real episode takes at least the probe's stepping CPU; more than four times it is no
+measure of this run (another process was busy after all)."""
 CALLS = 20
 REPLAN = 5
 RUN_TIMEOUT_S = 600.0
@@ -43,6 +47,7 @@ def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[s
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         log = folder / "pytest.log"
         launched = time.time()
+        busy, waiting = busy_cpu_s(), cpu_waiting_s()
         # As a user runs it: none of the calling pytest's options, plugins or worker identity.
         done = children.run([sys.executable, "-m", "pytest", *run_args(folder / "results", suite)],
                             output=log, cwd=folder, env=children.clean_environment(),
@@ -50,6 +55,10 @@ def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[s
         if isinstance(done, children.TimedOut):
             return {"error": f"the probe's run did not finish within {RUN_TIMEOUT_S:g} s"}
         ended = launched + done.seconds  # its own end, not the wait for what it left behind
+        used = _difference(busy, busy_cpu_s())
+        waited = waiting_share(waiting, cpu_waiting_s(), done.seconds)
+        if waited is None or waited > BUSY_WAITING:
+            used = None  # the cores' busy seconds are this run's only on a quiet machine
         found = list((folder / "results").glob(f"*/*/{RESULTS_NAME}"))
         lines = found[0].read_text(encoding="utf-8").splitlines() if found else []
         if len(lines) != 1:
@@ -57,13 +66,20 @@ def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[s
             tail = [line for line in said if line.strip()][-5:]
             return {"error": f"the probe's run (exit {done.code}) recorded {len(lines)} "
                              f"cases, not 1: {' / '.join(tail)}"}
-        return split_run(json.loads(lines[0]), launched, ended, phases)
+        return split_run(json.loads(lines[0]), launched, ended, phases, used)
+
+
+def _difference(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
 
 
 def split_run(record: Mapping[str, Any], launched: float, ended: float,
-              phases: Mapping[str, float]) -> dict[str, Any]:
+              phases: Mapping[str, float], cpu_s: float | None = None) -> dict[str, Any]:
     """The run's seconds its case's phases do not account for (its start, the first set-up's
-    cold extra over a warm build and reset, its finish), and each call's own work."""
+    cold extra over a warm build and reset, its finish), and each call's own work; with the
+    machine's busy CPU seconds over the run (``cpu_s``, a quiet machine's), how much more
+    CPU a real episode takes than the probe's bare stepping (``cpu_factor``: its encoders
+    and evidence threads; what sets how many episodes the cores run side by side)."""
     timings, counters = record["timings"], record["counters"]
     setup = float(timings.get("setup_s", 0.0))
     episode = float(timings.get("episode_s", 0.0))
@@ -73,6 +89,12 @@ def split_run(record: Mapping[str, Any], launched: float, ended: float,
     renders = sum((record.get("renders") or {}).values())
     stepping = controls * phases["physics_s"] + renders * phases["render_s"]
     calls = max(int(counters["policy_calls"]), 1)
-    return {"overhead_s": max(ended - launched - case_s, 0.0) + max(setup - warm_setup, 0.0),
-            "call_s": max(episode - stepping, 0.0) / calls,
-            "run_s": ended - launched}
+    found = {"overhead_s": max(ended - launched - case_s, 0.0) + max(setup - warm_setup, 0.0),
+             "call_s": max(episode - stepping, 0.0) / calls,
+             "run_s": ended - launched}
+    if cpu_s is not None and episode > 0 and phases.get("cpu_per_wall", 0.0) > 0:
+        # Everything but the episode (start, set-up, finish) runs on about one core.
+        episode_cpu = cpu_s - (ended - launched - episode)
+        factor = episode_cpu / episode / phases["cpu_per_wall"]
+        found["cpu_factor"] = min(max(factor, CPU_FACTOR_LOWEST), CPU_FACTOR_HIGHEST)
+    return found
