@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,14 +82,17 @@ def group(suite: str, policy: str, profile: str, mode: str, cases: int, args: ar
         plan = planned(run_args, env)
         predicted = float(plan["asked"]["wall_s"])
         name = f"{suite} {policy} {mode} {cases} cases -n {workers}"
-        measured = c.timed_pytest(run_args, name, expected=cases, env=env)["wall_s"]
+        walls = [c.timed_pytest(run_args, name, expected=cases, env=env)["wall_s"]
+                 for _ in range(args.repeat)]
+        measured = statistics.median(walls)
         row = {"suite": suite, "policy": policy, "mode": mode, "cases": cases, "workers": workers,
-               "predicted_s": predicted, "measured_s": measured, "ratio": predicted / measured,
+               "predicted_s": predicted, "measured_s": measured, "walls_s": walls,
+               "ratio": predicted / measured,
                "best_workers": plan["best_workers"],
                "latency_ms": 1000 * plan["assumptions"]["latency_s"]}
         rows.append(row)
-        print(f"{name}: predicted {predicted:7.1f} s, measured {measured:7.1f} s, ratio "
-              f"{row['ratio']:.3f}", flush=True)
+        print(f"{name}: predicted {predicted:7.1f} s, measured {measured:7.1f} s (median of "
+              f"{', '.join(f'{w:.1f}' for w in walls)}), ratio {row['ratio']:.3f}", flush=True)
     recommended = [r for r in rows if r["workers"] == rows[0]["best_workers"]]
     if recommended:
         mine = recommended[0]["measured_s"]
@@ -107,6 +111,9 @@ def main() -> int:
     parser.add_argument("--modes", nargs="+", default=["fast", "full"])
     parser.add_argument("--policies", nargs="+", default=["zero", "sleeps"])
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per row, their median compared (one command's wall time "
+                             "varied 44-53 s between runs here)")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(c.ROOT)])}
     rows = []

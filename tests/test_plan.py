@@ -30,7 +30,6 @@ from pytest_libero.planning.model import (
     best,
     case_cost,
     chains,
-    hidden_share,
     predict,
     saturation,
     shared_cores,
@@ -79,8 +78,9 @@ def test_the_three_bounds() -> None:
     served = predict(four, COSTS, Assumptions(latency_s=0.5), workers=4, cores=8)
     assert served.bound == "policy server" and served.wall_s == pytest.approx(80 * 0.5)
     predictions = [predict(four, COSTS, Assumptions(), n, cores=3) for n in (1, 2, 4)]
-    # Two workers leave half a core each for a set-up ahead: half of each hides.
-    assert predictions[1].wall_s == pytest.approx(3 + 13 + (3 - 0.5 * 3) + 13)
+    # Two workers' episodes beside their set-ups ahead ask four cores of three: all four run
+    # at 0.75 until the set-ups end (4 s), the episodes' last 10 s, then the next two.
+    assert predictions[1].wall_s == pytest.approx(3 + 4 + 10 + 13)
     limit = saturation(predictions)
     assert limit is not None and limit.workers == 4 and limit.bound == "cores"
     assert limit.wall_s == pytest.approx(64 / 3) and best(predictions).workers == 4
@@ -88,13 +88,14 @@ def test_the_three_bounds() -> None:
 
 def test_a_set_up_ahead_hides_only_on_the_cores_the_episodes_leave() -> None:
     busy = replace(COSTS, cpu_per_wall=1.5)
-    assert hidden_share(busy, workers=1, cores=2) == pytest.approx(0.5)
-    assert hidden_share(busy, workers=2, cores=2) == 0.0
-    assert hidden_share(busy, workers=2, cores=16) == 1.0
     two = shapes(2)
-    # On two cores one worker's episode (1.5 cores) leaves half a core: half the 3 s set-up
-    # hides behind the 13 s episode.
-    assert predict(two, busy, Assumptions(), 1, cores=2).bounds["workers"] == pytest.approx(3 + 13 + 1.5 + 13)
+    # On two cores one worker's episode (13 s at 1.5 cores) beside the next set-up (3 s on
+    # one core) asks 2.5 cores: both run at 0.8 until the set-up ends (3.75 s); the episode's
+    # last 10 s alone, then the second episode.
+    one = predict(two, busy, Assumptions(), 1, cores=2)
+    assert one.bounds["workers"] == pytest.approx(3 + 13 + 13)  # a worker alone hides it all
+    assert one.bound == "cores" and one.bounds["cores"] == pytest.approx(3 + 3.75 + 10 + 13)
+    assert predict(two, busy, Assumptions(), 1, cores=16).bound == "workers"
 
 
 def test_a_full_mode_task_s_states_go_to_one_worker_whole_and_the_run_s_fixed_cost_is_added() -> None:
@@ -120,9 +121,10 @@ def test_each_scene_family_costs_its_own_and_a_perturbed_suite_costs_as_its_base
     assert case_cost(ten, table, Assumptions()).episode_s == pytest.approx(100 * (0.01 + 1.2 * 0.1))
     assert case_cost(table_top, table, Assumptions()).episode_s == pytest.approx(100 * (0.01 + 1.2 * 0.2))
     assert case_cost(table_top, table, Assumptions()).setup_s == pytest.approx(1.0 + 1.0)
-    # The busiest scene's renderer threads set what a set-up run ahead can hide behind.
+    # The spatial set-up ahead (2 s, one core) fits beside libero_10's one-core episode; the
+    # spatial episode takes its own 25 s.
     both = predict([ten, table_top], table, Assumptions(), 1, cores=2)
-    assert both.bounds["workers"] == pytest.approx(3 + 13 + 0.5 * 2 + 25)
+    assert both.wall_s == pytest.approx(3 + 13 + 25)
 
 
 def test_a_finished_run_s_cases_cost_each_scene_family_its_own() -> None:

@@ -9,11 +9,12 @@ succeed and how early). A run's wall time on n workers is the largest of three b
 
 - the workers' own time: cases handed out in order, each (a full-mode task's states
   together) to the first worker free (what xdist's work stealing comes close to), a
-  worker's next set-up overlapping its current episode when ``--libero-prebuild`` is on,
-  as far as the cores the episodes leave free allow;
-- the cores: every case's CPU seconds spread over the machine's cores (a served
-  policy's waiting is not CPU), and each worker past the first starting its own pytest
-  and case host beside the first;
+  worker's next set-up overlapping its current episode when ``--libero-prebuild`` is on;
+- the cores: the same steps played out on shared cores (:func:`shared_cores`; each
+  worker past the first starting its own pytest and case host beside the first, every
+  running step slowed alike when together they ask more than the cores), and never less
+  than every case's CPU seconds spread over the cores (a served policy's waiting is not
+  CPU);
 - the policy server: its calls one at a time (``python -m pytest_libero.serve`` runs
   every call on one thread);
 
@@ -165,12 +166,9 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts | CostTable, assume: 
     table = table_of(costs)
     by_worker = _hand_out(shapes, table, assume, workers)
     cases = [c for costs_of in by_worker for c in costs_of]
-    # The busiest scene's renderer threads decide what the episodes leave free.
-    busiest = max((table.of(s.scene) for s in shapes), key=lambda c: c.cpu_per_wall,
-                  default=table.default)
-    hidden = 1.0 if not shared else hidden_share(busiest, workers, cores)
-    bounds = {"workers": max((_worker_time(c, assume.prebuild, hidden) for c in by_worker),
-                             default=0.0)}
+    # The workers' own time hides a set-up run ahead wholly; how much the cores let it
+    # hide is the cores bound's play-out.
+    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0)}
     if shared:
         # A worker's start is about the run's fixed seconds on one core; the first's is the
         # overhead added below, the others' compete with it for the cores.
@@ -231,13 +229,6 @@ def _steps(cases: Sequence[CaseCost], prebuild: bool, start_s: float) -> list[li
     return steps
 
 
-def hidden_share(costs: PhaseCosts, workers: int, cores: int) -> float:
-    """How much of a set-up run ahead hides behind the episode before it: a set-up needs a
-    core of its own, and what the workers' episodes leave free is all it gets."""
-    spare = (cores - workers * costs.cpu_per_wall) / max(workers, 1)
-    return min(max(spare, 0.0), 1.0)
-
-
 def chains(shapes: Sequence[CaseShape]) -> list[list[CaseShape]]:
     """What one worker takes whole: a full-mode task's states (its chain, which the
     scheduler keeps on one worker for the kept environment), else each case alone."""
@@ -271,15 +262,15 @@ def _hand_out(shapes: Sequence[CaseShape], costs: CostTable, assume: Assumptions
     return assigned
 
 
-def _worker_time(cases: Sequence[CaseCost], prebuild: bool, hidden: float = 1.0) -> float:
-    """One worker's cases back to back; with prebuild, ``hidden`` of a set-up that can run
-    ahead hides behind the episode before it (the first set-up is always paid)."""
+def _worker_time(cases: Sequence[CaseCost], prebuild: bool) -> float:
+    """One worker's cases back to back; with prebuild, a set-up that can run ahead hides
+    behind the episode before it (the first set-up is always paid)."""
     if not cases:
         return 0.0
     total = cases[0].setup_s
     for current, following in zip(cases, cases[1:]):
         overlap = min(current.episode_s, following.setup_s) if prebuild and following.hideable else 0.0
-        total += current.episode_s + following.setup_s - hidden * overlap
+        total += current.episode_s + following.setup_s - overlap
     return total + cases[-1].episode_s
 
 
@@ -294,10 +285,12 @@ def worker_counts(cores: int, gpus: int = 0) -> list[int]:
 
 
 def saturation(predictions: Sequence[Prediction]) -> Prediction | None:
-    """The first worker count whose wall time a bound other than the workers' sets: past
-    it, more workers wait on the cores or the server. None when none does."""
-    return next((p for p in sorted(predictions, key=lambda p: p.workers) if p.bound != "workers"),
-                None)
+    """The first worker count whose wall time a bound other than the workers' sets and
+    that no more workers shorten by over 2%: past it, more workers wait on the cores or
+    the server. None when none does."""
+    ordered = sorted(predictions, key=lambda p: p.workers)
+    return next((p for n, p in enumerate(ordered) if p.bound != "workers"
+                 and all(later.wall_s >= p.wall_s * 0.98 for later in ordered[n + 1:])), None)
 
 
 def best(predictions: Sequence[Prediction]) -> Prediction:
