@@ -64,15 +64,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _main(given)
 
 
-def _main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="pytest-libero", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+def _listed(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that parse their own options, listed in the help only."""
     commands.add_parser(
         "plan", add_help=False,
         help="predict a run's wall time and the best worker count before it starts "
         "(pytest-libero plan --help; the run's own options follow)")
     for name, what in PUBLISHING.items():
         commands.add_parser(name, add_help=False, help=f"{what} (pytest-libero {name} --help)")
+
+
+def _main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="pytest-libero", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    _listed(commands)
     merge = commands.add_parser(
         "merge",
         help="merge result folders of shards, resumed or killed runs into a new one",

@@ -9,12 +9,12 @@ compare's exit code is for CI: 0 when no run is significantly worse than the fir
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from pytest_libero.files import json_text
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.publish.card import front_matter, results_section
@@ -113,7 +113,8 @@ def _compare(args: argparse.Namespace) -> int:
                              "same cases")
         comparisons.append(compare(label(reads[0]), label(other), pairing, args.alpha))
     if args.form == "json":
-        print(json.dumps({"comparisons": [comparison_json(c) for c in comparisons]}, indent=1))
+        print(json_text({"comparisons": [comparison_json(c) for c in comparisons]}, indent=1,
+                         sort_keys=False))
     else:
         print("\n".join(render_comparison(c, args.form or "text") for c in comparisons), end="")
     return REGRESSION if any(c.regression for c in comparisons) else 0
@@ -123,7 +124,7 @@ def _table(args: argparse.Namespace) -> int:
     read = read_run(args.run)
     table = run_table(read, label(read))
     if args.form == "json":
-        print(json.dumps(run_json(table), indent=1))
+        print(json_text(run_json(table), indent=1, sort_keys=False))
     else:
         print(render_run(table, args.form or "text"), end="")
     return 0
