@@ -4,7 +4,9 @@ The decision rule's own simulation: outcome vectors of the selection at a stated
 success rate (each case a success with that probability), each decided by the package's
 :class:`~pytest_libero.results.decision.Tracker` in the order the run hands cases out,
 exactly as a run decides. The mean share of cases run is the figure; it is an
-expectation under that rate, said beside it.
+expectation under that rate, said beside it. :func:`paired_fraction` does the same for a
+run gated by ``--libero-baseline`` alone, each case's outcome drawn given the baseline's
+(``plan --detect``: B a stated difference worse, planning/detect.py).
 """
 
 from __future__ import annotations
