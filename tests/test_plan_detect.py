@@ -202,3 +202,21 @@ def test_a_bad_baseline_is_one_line_before_any_probe(finished: Path, tmp_path: P
     lines = [line for line in err.splitlines() if line.strip() and "busy" not in line]
     assert (code, out, len(lines)) == (4, "", 1), err
     assert "has no completed case in the planned selection's suites (libero_10; it has libero_90)" in lines[0]
+
+
+def test_the_early_decision_is_not_simulated_over_a_large_selection(
+        finished: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Past EARLY_MOST cases (600; here 3) the simulation would take minutes: said, not run."""
+    from pytest_libero.planning import detect as detecting
+    from pytest_libero.planning import report
+
+    monkeypatch.setattr(detecting, "EARLY_MOST", 3)
+    monkeypatch.setattr(report, "EARLY_MOST", 3)
+    code, out, err = plan(["--detect", "0.1", "--baseline", str(finished), "--from", str(finished),
+                           *SELECTION], capsys)
+    assert code == 0, out + err
+    assert "not simulated over 4 cases (more than 3: its exact rule's McNemar test" in out
+    code, out, err = plan(["--detect", "0.1", "--baseline", str(finished), "--from", str(finished),
+                           "--json", *SELECTION], capsys)
+    early = json.loads(out)["detect"]["decide"]
+    assert (early["simulated"], early["b_worse_by_difference"], early["cases"]) == (False, {}, 4)

@@ -7,7 +7,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_libero.planning.decided import UNDECIDED
-from pytest_libero.planning.detect import ASSUMPTIONS, FEWEST, INDEPENDENT, Detect, Need
+from pytest_libero.planning.detect import (
+    ASSUMPTIONS,
+    EARLY_MOST,
+    FEWEST,
+    INDEPENDENT,
+    Detect,
+    Need,
+)
 from pytest_libero.planning.figures import HOUR, LONGEST_S
 from pytest_libero.planning.model import (
     Assumptions,
@@ -143,6 +150,14 @@ def detect_lines(found: Detect, workers: int) -> list[str]:
             f"runs, PASS in {sim.verdicts['pass']:.0%}"
             + (f", undecided in {sim.verdicts[UNDECIDED]:.0%}" if sim.verdicts[UNDECIDED] else "")
             for name, sim in e.simulated.items())
+        if not e.simulated:
+            lines.append(
+                f"--libero-decide ({how}) with --libero-baseline {found.baseline}: not simulated "
+                f"over {e.cases:,} cases (more than {EARLY_MOST:,}: its exact rule's McNemar test "
+                "over every pair makes each simulated run cost seconds; plan one suite to see it). "
+                "It answers 'is B worse', never 'is B better': a claim of improvement runs its "
+                "pairs whole")
+            return lines
         lines.append(
             f"--libero-decide ({how}) with --libero-baseline {found.baseline}: if B is "
             f"{100 * found.difference:.1f} points worse, a run of the {e.cases:,} planned cases the "
@@ -193,6 +208,7 @@ def detect_object(found: Detect) -> dict[str, Any]:
         "decide": None if early is None else {
             "mode": early.mode, "alpha": early.alpha, "margin": early.margin,
             "baseline_alpha": early.baseline_alpha, "cases": early.cases,
+            "simulated": bool(early.simulated),
             "b_worse_by_difference": {name: {"expected_share": sim.share, "verdicts": sim.verdicts,
                                              "runs": sim.runs}
                                       for name, sim in early.simulated.items()},
