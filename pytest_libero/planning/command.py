@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.config.decide import drawn_order, running_order
+from pytest_libero.config.decide import DEFAULT_ALPHA, DecideSettings, drawn_order, running_order
 from pytest_libero.config.options import option_value
 from pytest_libero.config.settings import Settings, read_settings
 from pytest_libero.config.workers import parse_gpus
 from pytest_libero.files import json_text
 from pytest_libero.planning.decided import expected_fraction
+from pytest_libero.planning.detect import detect, early, read_baseline, spread
 from pytest_libero.planning.figures import HOUR
 from pytest_libero.planning.latency import assumptions
 from pytest_libero.planning.load import busy_line
@@ -35,6 +36,7 @@ from pytest_libero.planning.shapes import case_shapes, run_costs, scene_families
 from pytest_libero.protocol.digits import decimal
 from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import echo
+from pytest_libero.results.decision import ANYTIME
 
 USAGE_ERROR = 4
 NUMBERS: dict[str, tuple[float, str]] = {
@@ -42,6 +44,11 @@ NUMBERS: dict[str, tuple[float, str]] = {
     "rate": (1.0, "a rate from 0 to 1"),
     "latency_ms": (HOUR * 1000, f"milliseconds from 0 to {HOUR * 1000:,.0f} (an hour per call)")}
 """The command's own numbers: written in ASCII decimal digits, each inside its bounds."""
+OPEN: dict[str, str] = {"detect": "a difference of success rates between 0 and 1, both excluded "
+                        "(0.02: two points)",
+                        "power": "a power between 0 and 1, both excluded (0.8: 80%)"}
+"""--detect's numbers: strictly inside (0, 1)."""
+DEFAULT_POWER = 0.8
 
 
 def plan_parser() -> argparse.ArgumentParser:
@@ -60,6 +67,14 @@ def plan_parser() -> argparse.ArgumentParser:
                         f"run's, else {DEFAULT_SUCCESS_SHARE})")
     parser.add_argument("--rate", default="0.5",
                         help="--libero-decide: the true success rate its expected share is for")
+    parser.add_argument("--detect", metavar="D",
+                        help="how many paired episodes compare needs to find a difference of D "
+                        "in success rate (0.02: two points) at --baseline's rates, how long they "
+                        "take, and what --libero-decide saves (docs/compare.md)")
+    parser.add_argument("--power", metavar="P",
+                        help=f"--detect: the chance of finding it (default {DEFAULT_POWER})")
+    parser.add_argument("--baseline", type=Path, metavar="RUN_DIR",
+                        help="--detect: the finished run (A) whose success rates B is compared at")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (the figures and assumptions) instead of the text")
     return parser
@@ -102,6 +117,7 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
             say: Callable[[str], None]) -> Planned:
     plan = settings.plan
     native = [e.case_id for e in plan.owned]
+    baseline = None if flags.detect is None else read_baseline(flags.baseline)  # before any probe
     order = None
     if settings.decide is not None and settings.decide.mode == "anytime":
         order = running_order(drawn_order(native, settings.decide.order_seed or 0), native, plan.mode)
@@ -137,8 +153,40 @@ def planned(settings: Settings, config: pytest.Config, flags: argparse.Namespace
     predictions = tuple(predict(shapes, costs, assume, n, cores) for n in counts)
     decided = None if settings.decide is None else expected_fraction(
         settings.decide, settings.gates, native, plan.mode, flags.rate)
+    found = None
+    if baseline is not None:
+        read, rates = baseline
+        by_case = {s.case: s for s in shapes}
+
+        def wall(cases: Sequence[str], n: int) -> float:
+            return predict(spread([by_case[c] for c in cases], n), costs, assume, asked, cores).wall_s
+
+        found = detect(flags.detect, flags.power, flags.baseline, rates, native, wall)
+        deciding = settings.decide or DecideSettings(ANYTIME, alpha=DEFAULT_ALPHA)
+        found = replace(found, early=early(deciding, settings.gates.alpha, read, found,
+                                           [s.case for s in shapes], plan.mode))
     return Planned(shapes, costs, assume, predictions, predict(shapes, costs, assume, asked, cores),
-                   plan.mode, decided, flags.rate if decided is not None else None)
+                   plan.mode, decided, flags.rate if decided is not None else None, found)
+
+
+def detect_refusal(flags: argparse.Namespace) -> str | None:
+    """--detect's numbers checked and read into ``flags`` (the reason when one is not)."""
+    if flags.detect is None:
+        if flags.power is not None or flags.baseline is not None:
+            return "--power and --baseline go with --detect D (the difference to find)"
+        return None
+    if flags.baseline is None:
+        return ("--detect needs --baseline RUN_DIR: the finished run whose success rates the "
+                "difference is found at")
+    if flags.power is None:
+        flags.power = str(DEFAULT_POWER)
+    for name, said in OPEN.items():
+        text = getattr(flags, name)
+        value = decimal(text)
+        if value is None or not 0 < value < 1:
+            return f"--{name}={echo(text)} is not {said}"
+        setattr(flags, name, value)
+    return None
 
 
 def plan_main(argv: Sequence[str], say: Callable[[str], None] | None = None) -> int:
@@ -154,6 +202,10 @@ def plan_main(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
                   file=sys.stderr)
             return USAGE_ERROR
         setattr(flags, name, value)
+    refusal = detect_refusal(flags)
+    if refusal is not None:
+        print(f"pytest-libero plan: {refusal}", file=sys.stderr)
+        return USAGE_ERROR
     tell = say or (lambda line: print(f"pytest-libero plan: {line}", file=sys.stderr, flush=True))
     planner = Planner(flags, tell)
     code = pytest.main(["--collect-only", "-p", "no:cacheprovider", *run_args], plugins=[planner])

@@ -6,6 +6,15 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_libero.planning.decided import UNDECIDED
+from pytest_libero.planning.detect import (
+    ASSUMPTIONS,
+    EARLY_MOST,
+    FEWEST,
+    INDEPENDENT,
+    Detect,
+    Need,
+)
 from pytest_libero.planning.figures import HOUR, LONGEST_S
 from pytest_libero.planning.model import (
     Assumptions,
@@ -33,6 +42,8 @@ class Planned:
     decided: float | None = None
     """With --libero-decide and a success gate: the expected share of cases run."""
     decided_rate: float | None = None
+    detect: Detect | None = None
+    """``--detect``: the pairs a claim needs (planning/detect.py)."""
 
 
 def duration(seconds: float) -> str:
@@ -85,6 +96,75 @@ def plan_lines(planned: Planned) -> list[str]:
         lines.append(f"--libero-decide: expected to run {planned.decided:.0%} of the cases at a true "
                      f"success rate of {planned.decided_rate:.0%} (--rate; the decision rule's own "
                      "simulation), the wall times above scale by about that")
+    if planned.detect is not None:
+        lines.extend(detect_lines(planned.detect, planned.asked.workers))
+    return lines
+
+
+WHAT: dict[str, str] = {
+    FEWEST: "the two runs disagree only on the episodes that make the difference, all one "
+            "way: no pair of runs that far apart disagrees less, so no claim needs fewer",
+    INDEPENDENT: "each run's outcome says nothing of the other's within a suite; two "
+                 "checkpoints of one model fail many of the same episodes and need fewer",
+}
+"""Each assumption about how often the two runs disagree, in words."""
+
+
+def _need(need: Need) -> str:
+    if need.pairs is None:
+        return "not reachable"
+    return f"{need.pairs:,}" + ("" if need.wall_s is None else f" ({duration(need.wall_s)})")
+
+
+def detect_lines(found: Detect, workers: int) -> list[str]:
+    """The pairs each row needs under each assumption, and what early decision saves."""
+    suites = [r for r in found.rows if r.alpha != found.alpha] or list(found.rows)
+    each = (f"; each suite at alpha {suites[0].alpha:.4g} (0.05 over {len(suites)} suites, "
+            "Bonferroni: compare's Holm correction needs no more)" if len(found.rows) > 1 else "")
+    lines = [
+        f"--detect {100 * found.difference:.1f} points either way with power {found.power:.0%}: "
+        f"compare's test (McNemar's exact, two-sided, alpha {found.alpha:g}{each}) at the success "
+        f"rates of --baseline {found.baseline}; pairs needed (wall time on {workers} "
+        f"worker{'' if workers == 1 else 's'}, this command's -n):",
+        f"  {'suite':<20} {'baseline':>15}  {'fewest discordant':>22}  {'independent outcomes':>22}"
+        "  planned cases: power",
+    ]
+    for row in found.rows:
+        fewest, independent = (next(n for n in row.needs if n.assumption == a) for a in ASSUMPTIONS)
+        lines.append(
+            f"  {row.group:<20} {row.baseline_rate:6.1%} of {row.baseline_completed:<5,}  "
+            f"{_need(fewest):>22}  {_need(independent):>22}  {row.planned:,}: "
+            f"{fewest.planned_power:.0%} / {independent.planned_power:.0%}")
+    lines.append(f"  fewest discordant: {WHAT[FEWEST]}; independent outcomes: {WHAT[INDEPENDENT]}. "
+                 "A count above a row's planned cases needs more episodes than the selection has; "
+                 "pairs are modelled as drawn independently")
+    if found.left_out:
+        lines.append(f"  not in --baseline: {', '.join(found.left_out)} (no completed case to take a "
+                     "rate from)")
+    if found.early is not None:
+        e = found.early
+        how = (f"{e.mode}, alpha {e.alpha:g}, margin {100 * e.margin:.1f} points" if e.alpha is not None
+               else e.mode)
+        said = "; ".join(
+            f"{name}: {sim.share:.0%} of them, FAIL (B worse) in {sim.verdicts['fail']:.0%} of "
+            f"runs, PASS in {sim.verdicts['pass']:.0%}"
+            + (f", undecided in {sim.verdicts[UNDECIDED]:.0%}" if sim.verdicts[UNDECIDED] else "")
+            for name, sim in e.simulated.items())
+        if not e.simulated:
+            lines.append(
+                f"--libero-decide ({how}) with --libero-baseline {found.baseline}: not simulated "
+                f"over {e.cases:,} cases (more than {EARLY_MOST:,}: its exact rule's McNemar test "
+                "over every pair makes each simulated run cost seconds; plan one suite to see it). "
+                "It answers 'is B worse', never 'is B better': a claim of improvement runs its "
+                "pairs whole")
+            return lines
+        lines.append(
+            f"--libero-decide ({how}) with --libero-baseline {found.baseline}: if B is "
+            f"{100 * found.difference:.1f} points worse, a run of the {e.cases:,} planned cases the "
+            f"baseline completed stops after, on average ({next(iter(e.simulated.values())).runs} "
+            f"runs of the decision rule's own simulation), {said}. It answers 'is B worse', never "
+            "'is B better' (its PASS is no regression found, or not worse by more than the "
+            "margin): a claim of improvement runs its pairs whole")
     return lines
 
 
@@ -107,4 +187,30 @@ def plan_object(planned: Planned) -> dict[str, Any]:
             "best_workers": chosen.workers,
             "saturates_at": None if limit is None else {"workers": limit.workers, "by": limit.bound},
             "decide": None if planned.decided is None else {
-                "expected_share": planned.decided, "true_rate": planned.decided_rate}}
+                "expected_share": planned.decided, "true_rate": planned.decided_rate},
+            "detect": None if planned.detect is None else detect_object(planned.detect)}
+
+
+def detect_object(found: Detect) -> dict[str, Any]:
+    """``--json``'s ``detect`` block: every row's pairs under each assumption, unrounded."""
+    early = found.early
+    return {
+        "difference": found.difference, "power": found.power, "alpha": found.alpha,
+        "test": "McNemar's exact test, two-sided, as pytest-libero compare judges",
+        "baseline": found.baseline, "assumptions": dict(WHAT),
+        "rows": [{"group": r.group, "baseline_rate": r.baseline_rate,
+                  "baseline_completed": r.baseline_completed, "planned_cases": r.planned,
+                  "alpha": r.alpha,
+                  "needs": {n.assumption: {"pairs": n.pairs, "wall_s": n.wall_s,
+                                           "planned_power": n.planned_power} for n in r.needs}}
+                 for r in found.rows],
+        "not_in_baseline": list(found.left_out),
+        "decide": None if early is None else {
+            "mode": early.mode, "alpha": early.alpha, "margin": early.margin,
+            "baseline_alpha": early.baseline_alpha, "cases": early.cases,
+            "simulated": bool(early.simulated),
+            "b_worse_by_difference": {name: {"expected_share": sim.share, "verdicts": sim.verdicts,
+                                             "runs": sim.runs}
+                                      for name, sim in early.simulated.items()},
+            "decides": "whether B is worse than A (or not worse by more than the margin); "
+                       "never that B is better"}}
