@@ -321,6 +321,20 @@ def test_a_cached_figure_that_is_no_duration_is_probed_over(figure: str, tmp_pat
     assert json.loads(cached.read_text())["scenes"]["libero_10"]["build_s"] == 2.0
 
 
+def test_a_probe_whose_figures_are_not_plausible_is_refused_and_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_libero.planning.probe import phase_costs
+    from pytest_libero.protocol.errors import SetupError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    figures = {"build_s": 3.0, "reset_s": 3.0, "physics_s": 0.01, "render_s": 1e9, "cpu_per_wall": 1.0}
+    with pytest.raises(SetupError, match=r"^the phase-cost probe's figures are not plausible "
+                       r"\(scenes\['libero_10'\]\.render_s is 1000000000\.0, not a figure from 0 to 60 s\)"):
+        phase_costs(refresh=False, say=lambda line: None, fingerprint=lambda: {"sha256": "b" * 64},
+                    probe=lambda scenes, run: {"suites": {scene: figures for scene in scenes}})
+    assert not list(tmp_path.rglob("probe-*.json"))
+
+
 def served_profile(tmp_path: Path, port: int) -> Path:
     profile = tmp_path / "served.toml"
     profile.write_text(f'name = "served"\ndescription = "a served policy"\n\n[policy]\n'

@@ -107,8 +107,14 @@ def phase_costs(scenes: Sequence[str] = ("libero_10",), *, refresh: bool,
                 f"{clipped(str(exc), 200)}); probing again")
     missing = [scene for scene in dict.fromkeys(scenes) if scene not in cached.get("scenes", {})]
     if missing:
-        cached = _probed(missing, cached, probe or measure, say)
-        cached = _checked({**cached, "version": CACHE_VERSION, "machine": where, "renderer": renderer})
+        probed = _probed(missing, cached, probe or measure, say)
+        try:
+            cached = _checked({**probed, "version": CACHE_VERSION, "machine": where,
+                               "renderer": renderer})
+        except ValueError as exc:  # a figure no real machine gives: said, never cached
+            raise SetupError(f"the phase-cost probe's figures are not plausible ({exc}); give a "
+                             "finished run to plan from instead (pytest-libero plan --from "
+                             "RUN_DIR ...)") from None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, cached)
