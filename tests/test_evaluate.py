@@ -82,7 +82,8 @@ def test_a_policy_object_replaying_the_demo_passes_and_the_summary_is_the_run_s(
     assert closed(port_of(found))
 
 
-def test_an_object_raising_errors_its_case_and_the_next_call_works(tmp_path: Path) -> None:
+def test_an_object_raising_errors_its_case_and_the_next_call_works(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     policy = Still(raise_on=(2,))
     found = evaluate(policy, task_ids=[0, 1], results=tmp_path, **SHORT)  # type: ignore[arg-type]
     assert found.outcomes == {"libero_10-00": "errored", "libero_10-01": "failure"}, found.outcomes
@@ -92,8 +93,13 @@ def test_an_object_raising_errors_its_case_and_the_next_call_works(tmp_path: Pat
                               "ArithmeticError: the policy broke on call 2"), message
     assert record["error"]["cause"] == "policy" and "ws://" not in record["summary"], record
     assert found.exit_code == 1 and closed(port_of(found))
+    # Called from inside a test run (an xdist worker, options in PYTEST_ADDOPTS): the child is
+    # a run of its own, none of them in it.
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--libero-scope=nothing-such")
     again = evaluate(policy, task_ids=[2], results=tmp_path, **SHORT)  # type: ignore[arg-type]
     assert again.outcomes == {"libero_10-02": "failure"} and again.run_dir != found.run_dir
+    assert json.loads((again.run_dir / "results.jsonl").read_text())["worker"] == "main"
 
 
 def test_a_profile_name_and_an_endpoint_go_the_command_line_s_way(tmp_path: Path) -> None:

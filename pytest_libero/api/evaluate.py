@@ -271,8 +271,9 @@ def _child(argv: list[str], log: Path, run_dir: Path, progress: Progress | None)
     Its own processes are waited for (:data:`LEFTOVER_S`, then killed) before this returns."""
     told = Told(run_dir, progress)
     try:
-        ended = children.run(argv, output=log, tick=told.update, tick_s=POLL_S, stop_s=STOP_S,
-                             leftover_s=LEFTOVER_S)
+        # The child is a run of its own: not the calling pytest's options, plugins or worker.
+        ended = children.run(argv, output=log, env=children.clean_environment(), tick=told.update,
+                             tick_s=POLL_S, stop_s=STOP_S, leftover_s=LEFTOVER_S)
     finally:
         told.update()
         told.close()
