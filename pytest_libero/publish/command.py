@@ -19,7 +19,7 @@ from pytest_libero.protocol.errors import SetupError
 from pytest_libero.protocol.text import clipped
 from pytest_libero.publish.card import front_matter, results_section
 from pytest_libero.publish.comparison import ALPHA, compare
-from pytest_libero.publish.episode_rows import write_csv
+from pytest_libero.publish.episode_rows import write_csv, write_new
 from pytest_libero.publish.pairing import label, pair_runs, read_runs
 from pytest_libero.publish.single import run_table
 from pytest_libero.publish.tables import comparison_json, render_comparison, render_run, run_json
@@ -141,15 +141,8 @@ def _card(args: argparse.Namespace) -> int:
     if args.out is None:
         print(text, end="")
         return 0
-    try:
-        with args.out.open("x", encoding="utf-8") as stream:
-            stream.write(text)
-    except FileExistsError:
-        raise SetupError(f"--out {args.out} already exists; the card is never written over a "
-                         "file: name a new one, or print it and paste it") from None
-    except OSError as exc:
-        raise SetupError(f"cannot write --out {args.out} ({exc.strerror or exc}); name a file "
-                         "in a folder this user can write") from None
+    write_new(args.out, text, "--out", "the card is never written over a file: name a new "
+              "one, or print it and paste it")
     print(f"card: {args.out}")
     return 0
 

@@ -99,13 +99,18 @@ def write_csv(read: RunRead, out: Path) -> int:
     if out.resolve().is_relative_to(read.path.resolve()):
         raise SetupError(f"--csv {out} lies inside {read.path}, the run being exported; an "
                          "export never writes into the run it reads: name a file outside it")
+    write_new(out, text, "--csv", "the export never overwrites a file: name a new one")
+    return text.count("\n") - 1
+
+
+def write_new(path: Path, text: str, option: str, never: str) -> None:
+    """``text`` into ``path``, a file that does not exist yet: what publish writes never
+    replaces a file. SetupError naming ``option`` and saying ``never`` when it exists."""
     try:
-        with out.open("x", encoding="utf-8", newline="") as stream:
+        with path.open("x", encoding="utf-8", newline="") as stream:
             stream.write(text)
     except FileExistsError:
-        raise SetupError(f"--csv {out} already exists; the export never overwrites a file: "
-                         "name a new one") from None
+        raise SetupError(f"{option} {path} already exists; {never}") from None
     except OSError as exc:
-        raise SetupError(f"cannot write --csv {out} ({exc.strerror or exc}); name a file in a "
-                         "folder this user can write") from None
-    return text.count("\n") - 1
+        raise SetupError(f"cannot write {option} {path} ({exc.strerror or exc}); name a file in "
+                         "a folder this user can write") from None
