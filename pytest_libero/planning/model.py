@@ -27,6 +27,7 @@ and its limits.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -166,9 +167,9 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts | CostTable, assume: 
     table = table_of(costs)
     by_worker = _hand_out(shapes, table, assume, workers)
     cases = [c for costs_of in by_worker for c in costs_of]
-    # The workers' own time hides a set-up run ahead wholly; how much the cores let it
-    # hide is the cores bound's play-out.
-    bounds = {"workers": max((_worker_time(c, assume.prebuild) for c in by_worker), default=0.0)}
+    # The workers' own time: the same play-out with a core for every step (a set-up run
+    # ahead hides wholly); how much the machine's cores let it hide is the cores bound's.
+    bounds = {"workers": shared_cores(by_worker, assume.prebuild, math.inf, 0.0)}
     if shared:
         # A worker's start is about the run's fixed seconds on one core; the first's is the
         # overhead added below, the others' compete with it for the cores.
@@ -183,7 +184,7 @@ def predict(shapes: Sequence[CaseShape], costs: PhaseCosts | CostTable, assume: 
                       {name: value + overhead for name, value in bounds.items()})
 
 
-def shared_cores(by_worker: Sequence[Sequence[CaseCost]], prebuild: bool, cores: int,
+def shared_cores(by_worker: Sequence[Sequence[CaseCost]], prebuild: bool, cores: float,
                  start_s: float) -> float:
     """The workers' cases played out on ``cores`` shared cores: each worker's steps in
     order (a start of ``start_s`` on one core for each worker past the first, then each
@@ -260,18 +261,6 @@ def _hand_out(shapes: Sequence[CaseShape], costs: CostTable, assume: Assumptions
             at += cost.setup_s + cost.episode_s
         heapq.heappush(free, (at, worker))
     return assigned
-
-
-def _worker_time(cases: Sequence[CaseCost], prebuild: bool) -> float:
-    """One worker's cases back to back; with prebuild, a set-up that can run ahead hides
-    behind the episode before it (the first set-up is always paid)."""
-    if not cases:
-        return 0.0
-    total = cases[0].setup_s
-    for current, following in zip(cases, cases[1:]):
-        overlap = min(current.episode_s, following.setup_s) if prebuild and following.hideable else 0.0
-        total += current.episode_s + following.setup_s - overlap
-    return total + cases[-1].episode_s
 
 
 def worker_counts(cores: int, gpus: int = 0) -> list[int]:
