@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero import children
+from pytest_libero.files import tail_of
 from pytest_libero.planning.load import BUSY_WAITING, busy_cpu_s, cpu_waiting_s, waiting_share
 from pytest_libero.results.layout import RESULTS_NAME
 
@@ -62,10 +63,9 @@ def measure_run(phases: Mapping[str, float], suite: str = "libero_10") -> dict[s
         found = list((folder / "results").glob(f"*/*/{RESULTS_NAME}"))
         lines = found[0].read_text(encoding="utf-8").splitlines() if found else []
         if len(lines) != 1:
-            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-            tail = [line for line in said if line.strip()][-5:]
+            said = tail_of(log, 5).replace("\n", " / ")
             return {"error": f"the probe's run (exit {done.code}) recorded {len(lines)} "
-                             f"cases, not 1: {' / '.join(tail)}"}
+                             f"cases, not 1: {said}"}
         return split_run(json.loads(lines[0]), launched, ended, phases, used)
 
 
