@@ -9,6 +9,7 @@ from pathlib import Path
 import installs
 import lerobot_venv
 import pytest
+from shared_once import made_once
 
 # Rendering is headless everywhere these tests run.
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -28,5 +29,6 @@ def lerobot_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> installs.Artifacts:
-    """This checkout's sdist and wheel, built once a session (tests/installs.py)."""
-    return installs.build(tmp_path_factory.mktemp("dist"))
+    """This checkout's sdist and wheel, built once for the whole session, xdist's
+    workers included (tests/installs.py, tests/shared_once.py)."""
+    return installs.found(made_once(tmp_path_factory, "dist", installs.build))

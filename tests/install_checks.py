@@ -98,8 +98,8 @@ def assert_opens_only_installed_files(ran: Ran, installed: Installed, needed: se
     assert needed <= relative, f"never opened (is the trace working?): {sorted(needed - relative)}"
 
 
-class InstalledProduct:
-    """The product's commands from a plain install of ``artifact`` ("wheel" or "sdist")."""
+class InstalledArtifact:
+    """A plain install of ``artifact`` ("wheel" or "sdist") and the zero smoke run from it."""
 
     artifact = ""
 
@@ -114,6 +114,18 @@ class InstalledProduct:
     def venv_folder(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
         return tmp_path_factory.mktemp(self.artifact) / "venv"
 
+    def test_zero_smoke_fails_every_case_natively(self, installed: Installed, tmp_path: Path) -> None:
+        ran = run_traced(installed, tmp_path / "work", ["-m", "pytest", "--libero-profile=zero", *SMOKE_CAP])
+        assert ran.done.returncode == 1, ran.output[-4000:]
+        assert "2 failed" in ran.done.stdout, ran.output[-4000:]
+        records = run_records(run_folder(ran.work / "libero-results", "zero"))
+        assert [(r["case"], r["outcome"]) for r in records] == [
+            ("libero_10-00", "failure"), ("libero_10-01", "failure")], records
+
+
+class InstalledProduct(InstalledArtifact):
+    """Every command of the product from a plain install of ``artifact``."""
+
     @pytest.fixture(scope="class")
     def demo(self, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
         """README's first command, as it is written there."""
@@ -127,14 +139,6 @@ class InstalledProduct:
             "-m", "pytest", "--libero-profile=zero", "--libero-scope=task_coverage",
             "--libero-suite=libero_10", "--libero-task-ids=0",
             "--libero-perturb=environment:2,semantic:2", *SMOKE_CAP])
-
-    def test_zero_smoke_fails_every_case_natively(self, installed: Installed, tmp_path: Path) -> None:
-        ran = run_traced(installed, tmp_path / "work", ["-m", "pytest", "--libero-profile=zero", *SMOKE_CAP])
-        assert ran.done.returncode == 1, ran.output[-4000:]
-        assert "2 failed" in ran.done.stdout, ran.output[-4000:]
-        records = run_records(run_folder(ran.work / "libero-results", "zero"))
-        assert [(r["case"], r["outcome"]) for r in records] == [
-            ("libero_10-00", "failure"), ("libero_10-01", "failure")], records
 
     def test_demo_passes_every_case(self, demo: Ran) -> None:
         assert demo.done.returncode == 0, demo.output[-4000:]

@@ -40,6 +40,11 @@ def build(outdir: Path) -> Artifacts:
     """The sdist and the wheel built from it, as ``python -m build`` makes them."""
     run([sys.executable, "-m", "build", "--outdir", str(outdir), str(ROOT)], 600,
         "python -m build (needs the package index for hatchling)", cwd=outdir)
+    return found(outdir)
+
+
+def found(outdir: Path) -> Artifacts:
+    """The one sdist and the one wheel in ``outdir``."""
     wheels, sdists = sorted(outdir.glob("*.whl")), sorted(outdir.glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, sorted(outdir.iterdir())
     return Artifacts(wheels[0], sdists[0])

@@ -12,17 +12,16 @@ exist, reused when it does), so a developer installs once.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from shared_once import locked
 from venvs import clean_env, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,26 +54,15 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     else:
         shared = tmp_path_factory.getbasetemp().parent / "lerobot"
         shared.mkdir(exist_ok=True)
-        with _locked(shared):
+        with locked(shared / "lock"):
             python = _ready(shared / "venv")
             _count(shared, +1)
         try:
             yield python
         finally:
-            with _locked(shared):
+            with locked(shared / "lock"):
                 if _count(shared, -1) == 0:
                     shutil.rmtree(shared / "venv", ignore_errors=True)
-
-
-@contextmanager
-def _locked(shared: Path) -> Iterator[None]:
-    """The workers' lock on the shared venv (held while one builds it)."""
-    with (shared / "lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _count(shared: Path, change: int) -> int:
