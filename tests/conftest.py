@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import file_times
 import installs
 import lerobot_venv
 import pytest
@@ -15,9 +16,21 @@ from shared_once import made_once
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--file-times", type=Path, metavar="PATH",
+                     help="write each test file's worker seconds to PATH (tests/file_times.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    out = config.getoption("--file-times")
+    if out is not None:
+        config.pluginmanager.register(file_times.Recorder(out), "file-times")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the fast unit tests first so a broken room fails in seconds, not minutes."""
-    items.sort(key=lambda item: item.get_closest_marker("simulator") is not None)
+    """The fast unit tests first, so a broken room fails in seconds; then the simulator
+    files, the longest first, so that no long file is left to the end (tests/file_times.py)."""
+    file_times.order(items, file_times.measured_seconds())
 
 
 @pytest.fixture(scope="session")

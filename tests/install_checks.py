@@ -1,8 +1,10 @@
-"""What a user does after a plain install, for the wheel and the sdist alike.
+"""What a user does after a plain install: the zero smoke for the wheel and the sdist
+alike (:class:`InstalledArtifact`), every command for the wheel.
 
 A test file subclasses :class:`InstalledProduct` and names its artifact; the class
 installs it once (not editable, into a fresh venv of the tests' own Python) and runs,
-each from an empty folder outside the checkout: the zero smoke, the demo, a perturbed
+each from an empty folder outside the checkout: the zero smoke, the demo (every case a
+success at its recorded control, with its video and Allure labels), a perturbed
 case, ``pytest-libero verify`` of that run, ``pytest-libero report`` of the demo's
 Allure results and a script's ``evaluate`` of a policy object. The demo, the perturbed
 run and the script trace every file the package opens (tests/open_trace.py): each must
@@ -13,6 +15,7 @@ them, so a trace that saw nothing fails.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -26,6 +29,8 @@ from installs import ROOT, Artifacts, Installed, in_work, install, interpreter, 
 from harness.runs import run_folder, run_records
 from pytest_libero.report.allure_config import ALLURE_ENV
 
+DEMOS = ROOT / "pytest_libero" / "data" / "demos"
+"""The shipped demonstrations' provenance, as the wheel copies them from the checkout."""
 SMOKE_CAP = ("--libero-budget-mode=decisions", "--libero-max-policy-calls=1")
 """The smoke and the perturbed cases stop after one policy call: their proof is that a
 case builds, runs and is scored, not how long it lasts."""
@@ -140,11 +145,37 @@ class InstalledProduct(InstalledArtifact):
             "--libero-suite=libero_10", "--libero-task-ids=0",
             "--libero-perturb=environment:2,semantic:2", *SMOKE_CAP])
 
-    def test_demo_passes_every_case(self, demo: Ran) -> None:
+    def test_demo_passes_every_case_with_a_video(self, demo: Ran) -> None:
+        """Every shipped demonstration succeeds on the pinned stack at the control its
+        provenance records, with a video per case: the demo is the evidence that a fresh
+        installation works."""
+        out = demo.done.stdout
+        recorded = {meta["case"]: meta for meta in
+                    (json.loads(p.read_text()) for p in sorted(DEMOS.glob("*.json")))}
         assert demo.done.returncode == 0, demo.output[-4000:]
-        assert "5 passed" in demo.done.stdout, demo.output[-4000:]
-        records = run_records(run_folder(demo.work / "libero-results", "demo"))
-        assert sorted(r["outcome"] for r in records) == ["success"] * 5
+        assert f"{len(recorded)} passed" in out.splitlines()[-1], demo.output[-4000:]
+        assert "profile demo (infrastructure evidence, not a capability claim)" in out
+        assert "  Recorded demonstrations replayed open loop" in out
+        run = run_folder(demo.work / "libero-results", "demo")
+        assert f"results: {run}" in out
+        plan = json.loads((run / "run.json").read_text())["plan"]
+        assert plan["evidence_class"] == "infrastructure" and plan["selection"]["scope"] == "profile"
+        records = {r["case"]: r for r in run_records(run)}
+        assert sorted(records) == sorted(recorded)
+        for case, record in records.items():
+            assert record["outcome"] == "success", (case, record.get("summary"))
+            first = record["counters"]["first_success_control"]
+            assert first == recorded[case]["first_success_control"], case
+            assert record["policy_metadata"]["demos"][case] == recorded[case]["actions_sha256"]
+            assert (run / "cases" / case / "episode.mp4").stat().st_size > 0, case
+        # Allure labels each case infrastructure evidence and names the recording in its panel.
+        allure = demo.work / "allure-demo"
+        results = [json.loads(p.read_text()) for p in allure.glob("*-result.json")]
+        assert sorted(r["status"] for r in results) == ["passed"] * len(recorded)
+        for result in results:
+            assert {"name": "tag", "value": "INFRASTRUCTURE EVIDENCE"} in result["labels"]
+        panel = (allure / "environment.properties").read_text()
+        assert "profile.description=Recorded demonstrations replayed open loop" in panel
 
     def test_demo_opens_only_installed_files(self, demo: Ran, installed: Installed) -> None:
         needed = {f"pytest_libero/data/{name}" for name in (

@@ -1,7 +1,8 @@
 """The demo profile without the simulator: its shipped recordings and their provenance,
 the policy that plays them, and the profile's own selection (``[selection] tasks``).
 
-tests/test_demo_cases.py runs the demo itself on the real simulator.
+The demo itself runs on the real simulator from the installed wheel, exactly as the
+README writes it (tests/install_checks.py, ``test_demo_passes_every_case_with_a_video``).
 """
 
 from __future__ import annotations
