@@ -1,4 +1,5 @@
-"""Every Python that ``requires-python`` admits installs the wheel and runs a real case;
+"""Every Python that ``requires-python`` admits installs the wheel and runs a real case
+(the tests' own in test_install_wheel.py);
 the versions just outside it are refused by the installer in one line; uv installs and
 runs it as pip does; a machine whose GL stack cannot render is one line before any case.
 
@@ -57,8 +58,15 @@ def runs_one_case(installed: Installed, work: Path) -> None:
     assert [(r["case"], r["outcome"]) for r in records] == [("libero_10-00", "failure")], records
 
 
+def other_admitted_minors() -> list[str]:
+    """The admitted Pythons but the tests' own: a fresh pip install of the wheel on that
+    one runs its cases in test_install_wheel.py (and with uv below)."""
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return [minor for minor in admitted_minors() if minor != own]
+
+
 @pytest.mark.simulator
-@pytest.mark.parametrize("minor", admitted_minors())
+@pytest.mark.parametrize("minor", other_admitted_minors())
 def test_an_admitted_python_installs_and_runs_a_case(
         minor: str, artifacts: Artifacts, tmp_path: Path) -> None:
     installed = install(artifacts.wheel, tmp_path / "venv", base_or_skip(minor))
