@@ -7,6 +7,7 @@ PYTHONPATH (see ``TESTS_DIR``).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,17 @@ factory = "scripted_policies:QuickThenSlow"
 [stop]
 consecutive = 1
 """
+
+
+def wait_until_stepping(run: Path, case: str, timeout: float = 300) -> None:
+    """Until ``case`` of the run folder ``run`` has delivered its first observation (its
+    index is flushed line by line): the slow case is inside its controls, where a kill or
+    a Ctrl-C must find it."""
+    index = run / "cases" / case / "observations.jsonl"
+    deadline = time.monotonic() + timeout
+    while not (index.is_file() and index.stat().st_size > 0):
+        assert time.monotonic() < deadline, f"{case} delivered no observation in {timeout:.0f} s"
+        time.sleep(0.2)
 
 
 class ResetFails:

@@ -107,9 +107,11 @@ def test_asking_the_predicates_changes_no_physics() -> None:
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("progress")
+    # One video frame a decision, not a control: nothing here reads the video, and each
+    # frame is a camera image (~110 ms here), 180 of them at the default stride.
     run_pytest(["-q", "--libero-profile=demo", "--libero-scope=task_coverage",
-                "--libero-suite=libero_10", "--libero-task-ids=0", "--libero-run-id=demo"], root,
-               timeout=900)
+                "--libero-suite=libero_10", "--libero-task-ids=0", "--libero-run-id=demo",
+                "--libero-video-stride=5"], root, timeout=900)
     return root / "libero-results" / "demo" / "demo"
 
 

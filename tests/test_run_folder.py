@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
+from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR, wait_until_stepping
 
 from harness.runs import pytest_argv, run_folder, run_records
 from pytest_libero.evidence.ffmpeg import ffmpeg_exe
@@ -97,7 +97,7 @@ def test_a_killed_run_keeps_finished_cases_and_merge_marks_the_rest(pytester: py
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         results = wait_for_results(root, lines=1, timeout=300)
-        time.sleep(20)  # the second case is building its env or inside its 400 controls
+        wait_until_stepping(results.parent, "libero_10-01")  # inside its 400 controls
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
     finally:
@@ -124,7 +124,7 @@ def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         results = wait_for_results(root, lines=1, timeout=300)
-        time.sleep(20)
+        wait_until_stepping(results.parent, "libero_10-01")
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=120)
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR
+from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR, wait_until_stepping
 
 from harness.runs import pytest_argv
 from pytest_libero.results.merge import merge_runs
@@ -110,7 +110,7 @@ def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester,
         while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text():
             assert time.monotonic() < deadline, "the first case never finished"
             time.sleep(0.5)
-        time.sleep(20)  # inside libero_10-01
+        wait_until_stepping(run, "libero_10-01")
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
