@@ -27,10 +27,11 @@ from allure_cli import allure3
 from installs import ROOT, Artifacts, Installed, in_work, install, interpreter, traced
 
 from harness.runs import run_folder, run_records
+from pytest_libero.data import DEMOS_FOLDER, data_path
 from pytest_libero.report.allure_config import ALLURE_ENV
 
-DEMOS = ROOT / "pytest_libero" / "data" / "demos"
-"""The shipped demonstrations' provenance, as the wheel copies them from the checkout."""
+DEMOS = Path(str(data_path(DEMOS_FOLDER)))
+"""The shipped demonstrations' provenance, as this checkout holds them for the wheel."""
 SMOKE_CAP = ("--libero-budget-mode=decisions", "--libero-max-policy-calls=1")
 """The smoke and the perturbed cases stop after one policy call: their proof is that a
 case builds, runs and is scored, not how long it lasts."""
