@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,12 @@ from shared_once import made_once
 
 # Rendering is headless everywhere these tests run.
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+# Bytecode is cached, whatever the shell says: with PYTHONDONTWRITEBYTECODE set, every child
+# python (pytester runs, xdist workers, case forkservers, installed products) compiles its
+# modules again, and pytest rewrites the plugin's ~280 modules again, 1-2 s a child.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
