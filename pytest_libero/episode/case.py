@@ -38,11 +38,12 @@ from pytest_libero.files import write_json_atomic, write_text_atomic
 from pytest_libero.goals.progress import ProgressRecord
 from pytest_libero.goals.score import case_score
 from pytest_libero.perturb import registry
-from pytest_libero.policy.contract import STATE_FED_METADATA, Policy
+from pytest_libero.policy.contract import STATE_FED_METADATA, EpisodeAware, Policy
 from pytest_libero.policy.lent import as_lent
 from pytest_libero.policy.limits import check_metadata, recorded_metadata
 from pytest_libero.protocol.clock import REALTIME, measured_delay
 from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
+from pytest_libero.protocol.parameters import INIT_STATE_INDEX
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
 
@@ -147,6 +148,8 @@ def run_case(
         tell(Phase.POLICY_RESET)
         call_policy(policy.reset)
         check_metadata(policy.metadata, policy_named(plan))  # each connection may send anew
+        if isinstance(policy, EpisodeAware):
+            call_policy(policy.start_episode, episode_task(entry))
         policy = as_lent(policy)  # evaluate()'s own object: its faults told in its terms
     except EpisodeError as exc:
         if setup is not None:
@@ -314,6 +317,13 @@ def state_fed(profile_says: str, policy_metadata: Mapping[str, Any]) -> str:
     what it did instead (``pytest_libero/state_fed``, e.g. the LeRobot bridge's state=mean)."""
     declared = policy_metadata.get(STATE_FED_METADATA)
     return str(declared) if declared in STATE_FED else profile_says
+
+
+def episode_task(entry: Entry) -> dict[str, Any]:
+    """What an :class:`EpisodeAware` policy is told of the case it starts."""
+    return {"case": entry.case_id, "name": entry.language, "suite": entry.suite,
+            "task_id": entry.index,
+            "episode_idx": INIT_STATE_INDEX if entry.state is None else entry.state}
 
 
 def _assemble(

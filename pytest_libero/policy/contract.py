@@ -82,6 +82,16 @@ class BatchPolicy(Policy, Protocol):
     ) -> Sequence[Mapping[str, Any]]: ...
 
 
+@runtime_checkable
+class EpisodeAware(Protocol):
+    """A policy told which task each episode runs, right after its ``reset``: a wire whose
+    server expects it (vla-eval's ``episode_start`` carries the task; CogACT's server,
+    say, picks its chunk length by suite). ``task`` holds the case's ``case``, ``name``
+    (the instruction sent), ``suite``, ``task_id`` and ``episode_idx`` (its init state)."""
+
+    def start_episode(self, task: Mapping[str, Any]) -> None: ...
+
+
 STATE_FED_METADATA = "pytest_libero/state_fed"
 """A policy's metadata key saying what it fed the model as state in its profile's
 stead ("constant", say: the LeRobot bridge's state=mean); every record keeps it."""

@@ -39,6 +39,7 @@ _IMPLEMENTATIONS = {
     "inprocess": "pytest_libero.policy.builtin.factory:INPROCESS",
     "websocket": "pytest_libero.policy.openpi.transport:WEBSOCKET",
     "gr00t": "pytest_libero.policy.gr00t.transport:GR00T",
+    "vla-eval": "pytest_libero.policy.vla_eval.transport:VLA_EVAL",
 }
 TRANSPORT_NAMES = tuple(_IMPLEMENTATIONS)
 """What a profile's ``policy.transport`` may say."""

@@ -101,6 +101,9 @@ class WebsocketPolicyClient:
     nothing waits on it.
     """
 
+    health_path = "/healthz"
+    """Where the server answers a health check on its websocket port."""
+
     def __init__(
         self,
         uri: str,
@@ -250,14 +253,30 @@ class WebsocketPolicyClient:
         ``CodecError``. After any of these except a ``CodecError`` raised while
         encoding the request (nothing was sent), the socket is closed.
         """
+        if self._ws is None:
+            raise self._not_connected()
+        frame, elapsed = self.exchange(pack(request))
+        try:
+            reply = unpack(frame)
+        except CodecError:
+            self._drop(abort=True)
+            raise
+        if not isinstance(reply, dict):
+            self._drop(abort=True)
+            raise ProtocolViolation(
+                f"the reply from {self.uri} decodes to a {type(reply).__name__}, not a "
+                "map; openpi servers answer with a map holding 'actions'"
+            )
+        self.last_call_s = elapsed
+        return reply
+
+    def exchange(self, payload: bytes) -> tuple[bytes, float]:
+        """Send one binary frame; return the binary frame that answers it and the round
+        trip's seconds. A text frame is the server's error. Raises as ``infer`` does,
+        with the socket closed after any failure."""
         ws = self._ws
         if ws is None:
-            raise ConnectionLost(
-                f"not connected to the policy server at {self.uri} (never connected, "
-                "or closed after an earlier failure so that a late reply cannot answer "
-                "this request); call connect() or reconnect() first"
-            )
-        payload = pack(request)
+            raise self._not_connected()
         self._refuse_unsolicited(ws)
 
         start = time.monotonic()
@@ -300,19 +319,7 @@ class WebsocketPolicyClient:
                 f"{_server_text(frame)}",
                 traceback=frame,
             )
-        try:
-            reply = unpack(frame)
-        except CodecError:
-            self._drop(abort=True)
-            raise
-        if not isinstance(reply, dict):
-            self._drop(abort=True)
-            raise ProtocolViolation(
-                f"the reply from {self.uri} decodes to a {type(reply).__name__}, not a "
-                "map; openpi servers answer with a map holding 'actions'"
-            )
-        self.last_call_s = elapsed
-        return reply
+        return frame, elapsed
 
     def _refuse_unsolicited(self, ws: ClientConnection) -> None:
         """Check nothing arrived since the last reply before sending a request.
@@ -338,6 +345,13 @@ class WebsocketPolicyClient:
         raise ProtocolViolation(
             f"the policy server at {self.uri} sent a frame nobody asked for (more than "
             "one reply to a request?); the connection was closed to stay in step"
+        )
+
+    def _not_connected(self) -> ConnectionLost:
+        return ConnectionLost(
+            f"not connected to the policy server at {self.uri} (never connected, "
+            "or closed after an earlier failure so that a late reply cannot answer "
+            "this request); call connect() or reconnect() first"
         )
 
     def _timeout(self, during: str) -> CallTimeout:
@@ -437,18 +451,19 @@ def address_problem(uri: object) -> str | None:
     return None
 
 
-def health_url(uri: str) -> str:
-    """``ws://h:p/...`` -> ``http://h:p/healthz`` (``wss`` -> ``https``)."""
+def health_url(uri: str, path: str = "/healthz") -> str:
+    """``ws://h:p/...`` -> ``http://h:p/healthz`` (``wss`` -> ``https``); vla-eval's
+    servers answer on ``/health``."""
     problem = address_problem(uri)
     if problem is not None:
         raise ServerUnavailable(f"{problem}; give the policy server as ws://HOST:PORT")
     scheme = "https" if uri.startswith("wss") else "http"
-    return urllib.parse.urlunsplit((scheme, urllib.parse.urlsplit(uri).netloc, "/healthz", "", ""))
+    return urllib.parse.urlunsplit((scheme, urllib.parse.urlsplit(uri).netloc, path, "", ""))
 
 
-def check_health(uri: str, timeout: float) -> None:
-    """GET /healthz on the policy server's host and port; raise unless it says 200."""
-    url = health_url(uri)
+def check_health(uri: str, timeout: float, path: str = "/healthz") -> None:
+    """GET ``path`` on the policy server's host and port; raise unless it says 200."""
+    url = health_url(uri, path)
     # No proxies, for the same reason as the websocket connection.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:

@@ -156,8 +156,9 @@ def _scalar_to_wire(value: np.generic[Any], path: str) -> Any:
 # ------------------------------------------------------------------------- unpack
 
 
-def unpack(data: bytes) -> Any:
-    """Decode one message in openpi's format (or a tolerated foreign form).
+def unpack(data: bytes, *, wire: str = "openpi's websocket protocol") -> Any:
+    """Decode one message in openpi's format (or a tolerated foreign form); ``wire`` names
+    the protocol the server was expected to speak (vla-eval's shares these maps).
 
     Raises only ``CodecError``, for garbage as for refused content.
     """
@@ -188,20 +189,20 @@ def unpack(data: bytes) -> Any:
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise CodecError(
             f"not a valid msgpack message ({detail}; it starts {bytes(data[:16])!r}); "
-            "is the server speaking openpi's websocket protocol?"
+            f"is the server speaking {wire}?"
         ) from exc
-    _check_tree(obj)
+    _check_tree(obj, wire)
     return obj
 
 
 def _refuse_ext(code: int, payload: bytes) -> Any:
     raise CodecError(
-        f"msgpack extension type {code} is not part of openpi's format; "
+        f"msgpack extension type {code} is not part of openpi's or vla-eval's format; "
         "the server must send arrays as __ndarray__ maps"
     )
 
 
-def _check_tree(root: Any) -> None:
+def _check_tree(root: Any, wire: str) -> None:
     """Cap nesting depth and reject non-plain leaves, without recursing."""
     stack: list[tuple[Any, int]] = [(root, 0)]
     while stack:
@@ -212,14 +213,14 @@ def _check_tree(root: Any) -> None:
             children = obj
         elif isinstance(obj, msgpack.Timestamp):
             raise CodecError(
-                "msgpack timestamps are not part of openpi's format; send numbers"
+                "msgpack timestamps are not part of openpi's or vla-eval's format; send numbers"
             )
         else:
             continue
         if depth >= MAX_DEPTH:
             raise CodecError(
                 f"message nested deeper than {MAX_DEPTH} levels; "
-                "is the server speaking openpi's websocket protocol?"
+                f"is the server speaking {wire}?"
             )
         stack.extend((child, depth + 1) for child in children)
 

@@ -24,8 +24,9 @@ def wait_for_health(
     *,
     on_wait: Callable[[ServerUnavailable], None] | None = None,
     still_worth_it: Callable[[], None] | None = None,
+    path: str = "/healthz",
 ) -> None:
-    """Poll GET /healthz until it answers 200; raise ServerUnavailable at ``deadline``.
+    """Poll GET ``path`` until it answers 200; raise ServerUnavailable at ``deadline``.
 
     ``on_wait`` hears the first failure (someone may be watching a terminal);
     ``still_worth_it`` may raise to end the wait early (a launched server that exited).
@@ -34,7 +35,7 @@ def wait_for_health(
     told = False
     while True:
         try:
-            check_health(endpoint, timeout=timeout)
+            check_health(endpoint, timeout=timeout, path=path)
             return
         except ServerUnavailable as exc:
             if still_worth_it is not None:
@@ -72,9 +73,10 @@ def connect_within(
     health: bool = True,
     on_wait: Callable[[ServerUnavailable], None] | None = None,
 ) -> dict[Any, Any]:
-    """Open ``client``'s connection (GET /healthz first, unless ``health`` is False) and
+    """Open ``client``'s connection (its health check first, unless ``health`` is False) and
     return the metadata frame, all within ``wait_s``."""
     deadline = time.monotonic() + wait_s
     if health:
-        wait_for_health(client.uri, deadline, client.connect_timeout, on_wait=on_wait)
+        wait_for_health(client.uri, deadline, client.connect_timeout, on_wait=on_wait,
+                        path=client.health_path)
     return client.connect(wait_s=max(deadline - time.monotonic(), 0.0))
