@@ -9,7 +9,6 @@ reply must come back as vla-eval's LIBERO executes it (one 7-vector, the gripper
 from __future__ import annotations
 
 import hashlib
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.servers import free_port
 from pytest_libero.config.profiles import parse_profile
 from pytest_libero.policy.contract import RAW_REPLY, Observation, validate_reply
 from pytest_libero.policy.errors import ServerError, ServerUnavailable
@@ -34,13 +34,6 @@ SERVER = Path(__file__).with_name("vla_eval_server.py")
 TASK = {"case": "libero_goal-03", "name": "open the top drawer of the cabinet",
         "suite": "libero_goal", "task_id": 3, "episode_idx": 0}
 STATE = [0.1, 0.2, 0.3, 0.0, 0.0, 1.5, 0.04, -0.04]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextmanager

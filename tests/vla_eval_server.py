@@ -7,12 +7,14 @@ own ``run_server`` entry point, around a small numpy ``predict``.
 observation), and reports what vla-eval decoded under ``seen``: the image digests, the
 instruction, the state, the payload's keys and the episode's task. Modes: ``echo``
 (the default), ``chunk`` (a (4, 7) chunk, which vla-eval's LIBERO cannot execute),
-``fail`` (predict raises).
+``fail`` (predict raises). ``log``: a file that gets each ``seen`` as a JSON line (a
+real case drops the reply's extras).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -35,9 +37,10 @@ def action_for(agentview: np.ndarray) -> np.ndarray:
 
 class ProbeServer(PredictModelServer):
     def __init__(self, mode: str = "echo", wrist: bool = False, state: bool = False,
-                 absolute: bool = False) -> None:
+                 absolute: bool = False, log: str = "") -> None:
         super().__init__()
         self.mode = mode
+        self.log = log
         self.params = {"send_wrist_image": wrist, "send_state": state,
                        **({"absolute_action": True} if absolute else {})}
         self.tasks: dict[str, Any] = {}
@@ -61,6 +64,9 @@ class ProbeServer(PredictModelServer):
         for key in ("states", "controller_states"):
             if key in obs:
                 seen[key] = {"dtype": obs[key].dtype.str, "values": obs[key].tolist()}
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as out:
+                out.write(json.dumps(seen) + "\n")
         action = action_for(agentview)
         if self.mode == "chunk":
             return {"actions": np.stack([action] * 4), "seen": seen}
