@@ -85,7 +85,7 @@ class VlaEvalClient(WebsocketPolicyClient):
                                         "for (a second answer?); the connection was closed to "
                                         "stay in step")
             if message.type != expected:
-                raise ProtocolViolation(f"{where} sent a {message.type} message where a "
+                raise ProtocolViolation(f"{where} sent a {message.type} message where the "
                                         f"{expected} was due")
             if seq is not None and message.seq != seq:
                 raise ProtocolViolation(
