@@ -35,6 +35,15 @@ def serve_argv(policy: str, port: int, *, options: Sequence[str] = (), flags: Se
     return [*argv, *flags]
 
 
+VLA_EVAL_SERVER = Path(__file__).resolve().parents[1] / "tests" / "vla_eval_server.py"
+"""vla-eval's own model server around a small numpy predict (needs vla-eval installed)."""
+
+
+def vla_eval_argv(port: int, *flags: str, python: str = sys.executable) -> list[str]:
+    """The probe vla-eval server on 127.0.0.1:``port``; ``flags`` are its ``--args.*``."""
+    return [python, str(VLA_EVAL_SERVER), "--address", f"127.0.0.1:{port}", *flags]
+
+
 class ServerDidNotStart(RuntimeError):
     """The server exited, or never answered its health check in time; says which, with
     the tail of its output."""
@@ -57,9 +66,10 @@ class Served:
 @contextlib.contextmanager
 def serving(argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = None,
             wait_s: float | None = 60.0, poll_s: float = 1.0, grace_s: float = 10.0,
-            log: Path | None = None, cwd: Path | None = None) -> Iterator[Served]:
+            log: Path | None = None, cwd: Path | None = None,
+            health_path: str = "/healthz") -> Iterator[Served]:
     """Start ``argv`` (a server that will listen on ``port``), wait up to ``wait_s`` for
-    its health check, yield it, and stop it however the block ends.
+    its health check (GET ``health_path``), yield it, and stop it however the block ends.
 
     ``wait_s=None`` yields at once: for a caller whose client does its own waiting.
     ``log``: where its output goes (a temporary file, removed afterwards, by default).
@@ -87,7 +97,7 @@ def serving(argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = N
         if wait_s is not None:
             try:
                 wait_for_health(served.uri, time.monotonic() + wait_s, poll_s,
-                                still_worth_it=still_running)
+                                still_worth_it=still_running, path=health_path)
             except ServerDidNotStart:
                 raise
             except Exception as exc:  # ServerUnavailable (its module may move): no answer in time

@@ -13,9 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,16 +22,13 @@ import pytest
 from libero_native import native_first_observation
 
 from harness.runs import run_folder, run_records
-from harness.servers import free_port
+from harness.servers import free_port, serving, vla_eval_argv
 from pytest_libero.evidence.reader import read_actions, read_observations
-from pytest_libero.policy.errors import ServerUnavailable
-from pytest_libero.policy.openpi.client import check_health
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
 pytest.importorskip("vla_eval")
 
-SERVER = Path(__file__).with_name("vla_eval_server.py")
 SUITE, INDEX, CALLS = "libero_spatial", 0, 3
 
 
@@ -60,23 +54,9 @@ def vla_eval_make_obs(raw: dict[str, Any], name: str) -> dict[str, Any]:
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     log = tmp_path / "seen.jsonl"
     port = free_port()
-    uri = f"ws://127.0.0.1:{port}"
-    process = subprocess.Popen([sys.executable, str(SERVER), "--address", f"127.0.0.1:{port}",
-                                "--args.wrist=true", f"--args.log={log}"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                check_health(uri, timeout=1.0, path="/health")
-                break
-            except ServerUnavailable:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-        yield uri, log
-    finally:
-        process.kill()
-        process.wait()
+    with serving(vla_eval_argv(port, "--args.wrist=true", f"--args.log={log}"), port, poll_s=0.2,
+                 health_path="/health") as served:
+        yield served.uri, log
 
 
 def test_a_vla_eval_server_drives_real_cases_and_sees_what_vla_eval_s_libero_sends(

@@ -9,56 +9,34 @@ reply must come back as vla-eval's LIBERO executes it (one 7-vector, the gripper
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from harness.servers import free_port
+from harness.servers import free_port, serving, vla_eval_argv
 from pytest_libero.config.profiles import parse_profile
 from pytest_libero.policy.contract import RAW_REPLY, Observation, validate_reply
 from pytest_libero.policy.errors import ServerError, ServerUnavailable
-from pytest_libero.policy.openpi.client import check_health
 from pytest_libero.policy.vla_eval.client import VlaEvalPolicy
 from pytest_libero.policy.vla_eval.payload import VlaEvalLayout
 from pytest_libero.protocol.errors import InvalidAction, SetupError
 
 pytest.importorskip("vla_eval")
-SERVER = Path(__file__).with_name("vla_eval_server.py")
 TASK = {"case": "libero_goal-03", "name": "open the top drawer of the cabinet",
         "suite": "libero_goal", "task_id": 3, "episode_idx": 0}
 STATE = [0.1, 0.2, 0.3, 0.0, 0.0, 1.5, 0.04, -0.04]
 
 
 @contextmanager
-def served(*args: str) -> Iterator[str]:
+def served(*flags: str) -> Iterator[str]:
     """A probe server with ``--args.*`` flags, up and healthy; its ws:// address."""
     port = free_port()
-    uri = f"ws://127.0.0.1:{port}"
-    process = subprocess.Popen([sys.executable, str(SERVER), "--address", f"127.0.0.1:{port}",
-                                *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                check_health(uri, timeout=1.0, path="/health")
-                break
-            except ServerUnavailable:
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-                assert time.monotonic() < deadline, "the vla-eval server never came up"
-                time.sleep(0.1)
-        yield uri
-    finally:
-        process.kill()
-        process.wait()
-        if process.stderr:
-            process.stderr.close()
+    with serving(vla_eval_argv(port, *flags), port, poll_s=0.2, health_path="/health") as server:
+        yield server.uri
 
 
 def observation(seed: int) -> Observation:

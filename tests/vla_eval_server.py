@@ -7,7 +7,8 @@ own ``run_server`` entry point, around a small numpy ``predict``.
 observation), and reports what vla-eval decoded under ``seen``: the image digests, the
 instruction, the state, the payload's keys and the episode's task. Modes: ``echo``
 (the default), ``chunk`` (a (4, 7) chunk, which vla-eval's LIBERO cannot execute),
-``fail`` (predict raises). ``log``: a file that gets each ``seen`` as a JSON line (a
+``fail`` (predict raises), ``zero`` (zeros, nothing looked at: the benchmark's server).
+``log``: a file that gets each ``seen`` as a JSON line (a
 real case drops the reply's extras).
 """
 
@@ -55,6 +56,8 @@ class ProbeServer(PredictModelServer):
     def predict(self, obs: dict[str, Any], ctx: SessionContext) -> dict[str, Any]:
         if self.mode == "fail":
             raise RuntimeError("the probe model failed on purpose")
+        if self.mode == "zero":
+            return {"actions": np.zeros(7, dtype=np.float32)}
         images = obs["images"]
         agentview = images["agentview"]
         seen = {"keys": sorted(obs), "images": {k: digest(v) for k, v in images.items()},
