@@ -57,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_libero.planning.command import plan_main
 
         return plan_main(given[1:])
+    if given[:1] == ["check-server"]:  # a pytest session of its own (docs/check_server.md)
+        from pytest_libero.certify.command import main as check_server_main
+
+        return check_server_main(given[1:])
     if given[:1] and given[0] in PUBLISHING:  # their usage errors exit 4 (docs/compare.md)
         from pytest_libero.publish.command import main as publish_main
 
@@ -72,6 +76,10 @@ def _listed(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "(pytest-libero plan --help; the run's own options follow)")
     for name, what in PUBLISHING.items():
         commands.add_parser(name, add_help=False, help=f"{what} (pytest-libero {name} --help)")
+    commands.add_parser(
+        "check-server", add_help=False,
+        help="check a policy server against the contract with golden observations, no "
+        "simulator; write a certificate (pytest-libero check-server --help)")
 
 
 def _main(argv: Sequence[str]) -> int:

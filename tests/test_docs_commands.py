@@ -82,6 +82,12 @@ NOT_HERE: dict[str, str] = {
     "pytest-libero export libero-results/pi05/20260301T101500Z-3f2a1c --lerobot datasets/pi05-run":
         "needs pytest-libero[lerobot] (lerobot 0.4.4 with torch, 8 GB); tests/test_lerobot_export.py "
         "(marker lerobot) runs it",
+    **{command: "needs a policy server at its endpoint; tests/test_check_server.py runs "
+       "check-server against real ones (pytest-libero's, vla-eval's, broken ones)"
+       for command in (
+           "pytest-libero check-server --profile pi05 --endpoint ws://gpu-box:8000 --deterministic",
+           "pytest-libero check-server --profile vla-eval --endpoint ws://127.0.0.1:8000",
+           "pytest-libero check-server --profile my_model.toml -- --alluredir allure-results -v")},
 }
 """Commands that cannot run here, each with the reason."""
 

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("policy",),            # the policy contract, its codecs and transports
     ("bridges",),           # servers in another model family's environment, on the policy contract
     ("config",),            # options, profiles and the run plan, made of catalog, perturb and policy
+    ("certify",),           # check-server: a policy server held to the contract, no simulator
     ("adapters",),          # the simulator side of a case; the only code that imports LIBERO
     ("evidence",),          # the files a case keeps, written beside the episode
     ("episode",),           # one case's life: set-up, loop, record, the process that runs it

@@ -60,6 +60,8 @@ class ProbeServer(PredictModelServer):
             return {"actions": np.zeros(7, dtype=np.float32)}
         images = obs["images"]
         agentview = images["agentview"]
+        if agentview.dtype != np.uint8 or agentview.shape != (256, 256, 3):
+            raise ValueError(f"agentview is {agentview.dtype} {agentview.shape}, not uint8 256x256x3")
         seen = {"keys": sorted(obs), "images": {k: digest(v) for k, v in images.items()},
                 "shapes": {k: list(v.shape) for k, v in images.items()},
                 "task_description": obs["task_description"], "step": ctx.step,

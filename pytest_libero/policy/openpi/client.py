@@ -321,6 +321,17 @@ class WebsocketPolicyClient:
             )
         return frame, elapsed
 
+    def abandon(self, payload: bytes) -> None:
+        """Send one request frame and drop the connection without waiting for its reply
+        (a client that dies mid-call), as check-server does to a server."""
+        ws = self._ws
+        if ws is None:
+            raise self._not_connected()
+        try:
+            ws.send(payload)
+        finally:
+            self._drop(abort=True)
+
     def _refuse_unsolicited(self, ws: ClientConnection) -> None:
         """Check nothing arrived since the last reply before sending a request.
 

@@ -34,6 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -43,6 +44,7 @@ from pytest_libero.policy.openpi.client import DEFAULT_MAX_MESSAGE_BYTES
 from pytest_libero.policy.openpi.codec import pack, unpack
 from pytest_libero.policy.openpi.layout import COUNTER_KEYS, RequestLayout
 from pytest_libero.policy.openpi.policy_thread import PolicyThread
+from pytest_libero.protocol.parameters import IMAGE_SIZE
 from pytest_libero.protocol.text import echo
 
 log = logging.getLogger("pytest_libero.serve")
@@ -179,6 +181,7 @@ class PolicyServer:
         if not isinstance(request, dict):
             raise TypeError(f"a request must be a map, got {type(request).__name__}")
         observation = self.layout.decode({str(k): v for k, v in request.items()})
+        _check_images(observation)
         return observation, COUNTER_KEYS[0] in request and observation.policy_calls == 0
 
     async def _acquire(self) -> Policy:
@@ -370,3 +373,13 @@ def _health(connection: ServerConnection, request: Request) -> Response | None:
     if request.path == "/healthz":
         return connection.respond(http.HTTPStatus.OK, "OK\n")
     return None
+
+
+def _check_images(observation: Observation) -> None:
+    """Refuse images that are not what the protocol delivers (P5: uint8, 256x256x3): a
+    policy must never be handed a float image or a 2048-pixel one to make sense of."""
+    expected = (IMAGE_SIZE, IMAGE_SIZE, 3)
+    for camera, image in observation.images.items():
+        if image.dtype != np.uint8 or image.shape != expected:
+            raise ValueError(f"the {camera} image is {image.dtype} {tuple(image.shape)}; the "
+                             f"protocol sends uint8 {expected}")
