@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gr00t_reference_server import Gr00tReferenceServer
 from openpi_reference_server import OpenpiReferenceServer
 
 from harness.servers import free_port, serve_argv, serving, vla_eval_argv
@@ -77,6 +78,24 @@ def test_vla_eval_s_own_server_passes_over_its_wire(tmp_path: Path) -> None:
     assert certificate["wire"] == "vla-eval"
     assert certificate["server"]["model_server"] == "ProbeServer"
     assert set(verdicts(certificate).values()) == {"passed"}
+
+
+@pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
+def test_a_gr00t_server_of_either_generation_passes_over_zeromq(
+        tmp_path: Path, generation: str) -> None:
+    with Gr00tReferenceServer(generation=generation) as server:
+        code, certificate, output = check_server(tmp_path, "gr00t", server.uri)
+    assert code == 0, output
+    assert certificate["wire"] == "gr00t"
+    # Its replies count its calls: they never repeat, so the checks that need them to say so.
+    found = verdicts(certificate)
+    assert found["test_an_episode_start_resets_the_server"] == "skipped"
+    assert found["test_concurrent_clients_each_get_their_own_answer"] == "skipped"
+    assert facts(certificate, "test_a_repeated_input_gets_the_same_reply")["deterministic"] is False
+    assert {v for k, v in found.items() if "reset" not in k and "concurrent" not in k} == {"passed"}
+    assert all(facts(certificate, f"test_a_malformed_observation_is_refused_and_the_server_lives_on"
+                                  f"[{kind}]")["answer"] == "error"
+               for kind in ("missing image", "float image", "oversized image"))
 
 
 def test_no_server_is_exit_2_in_seconds(tmp_path: Path) -> None:

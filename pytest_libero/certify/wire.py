@@ -1,8 +1,8 @@
 """A profile's server reached as check-server needs it: fresh policies (each its own
 connection), malformed observations and calls abandoned mid-way, on the profile's own wire.
 
-Only the websocket wires are reached so far (openpi's, vla-eval's); a GR00T profile is
-refused by name.
+Every wire pytest-libero speaks is reached: openpi's and vla-eval's websockets, and GR00T's
+ZeroMQ server in either array generation.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from pytest_libero.config.profiles import Profile
 from pytest_libero.policy.contract import Observation, Policy
 from pytest_libero.policy.errors import CodecError, ConnectionLost, ProtocolViolation, ServerError
+from pytest_libero.policy.gr00t.client import Gr00tPolicy
 from pytest_libero.policy.openpi.codec import pack
 from pytest_libero.policy.openpi.transport import WebsocketPolicy
 from pytest_libero.policy.vla_eval.client import VlaEvalPolicy
@@ -23,7 +24,7 @@ from pytest_libero.protocol.errors import SetupError
 
 __all__ = ["CHECKED_WIRES", "MALFORMED", "ServerLine"]
 
-CHECKED_WIRES: Final = ("websocket", "vla-eval")
+CHECKED_WIRES: Final = ("websocket", "vla-eval", "gr00t")
 OVERSIZED_SIDE: Final = 2048
 """An oversized image's side: 2048x2048x3, 12 MiB where 256x256 is due."""
 
@@ -64,6 +65,15 @@ class ServerLine:
         policy: Policy = self.profile.build_policy()
         return policy
 
+    def _gr00t_request(self, policy: Gr00tPolicy, observation: Observation,
+                       spoil: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+        """A get_action request's data for ``observation``, its images spoilt."""
+        request = policy.layout.encode(observation)
+        images = {key: request.pop(key) for key in policy.layout.images.values()}
+        if spoil is not None:
+            spoil(images)
+        return {"observation": {**request, **images}, "options": None}
+
     def _frame(self, policy: Policy, observation: Observation,
                spoil: Callable[[dict[str, Any]], None] | None) -> bytes:
         """The request ``policy`` would send for ``observation``, its images spoilt."""
@@ -84,8 +94,12 @@ class ServerLine:
         """Send ``observation`` spoilt as ``kind`` says; how the server took it: "error"
         (an error reply), "closed" (it dropped the connection), "answered" (an action, as if
         nothing were wrong). A timeout or anything else the client meets is raised."""
-        frame = self._frame(policy, observation, MALFORMED[kind])
         try:
+            if isinstance(policy, Gr00tPolicy):
+                policy.client.exchange("get_action", self._gr00t_request(
+                    policy, observation, MALFORMED[kind]))
+                return "answered"
+            frame = self._frame(policy, observation, MALFORMED[kind])
             received, _ = policy.client.exchange(frame)  # type: ignore[attr-defined]
         except ServerError:
             return "error"
@@ -102,4 +116,7 @@ class ServerLine:
 
     def abandon(self, policy: Policy, observation: Observation) -> None:
         """Send ``observation`` and drop the connection before its reply."""
+        if isinstance(policy, Gr00tPolicy):
+            policy.client.abandon("get_action", self._gr00t_request(policy, observation, None))
+            return
         policy.client.abandon(self._frame(policy, observation, None))  # type: ignore[attr-defined]

@@ -140,6 +140,14 @@ class Gr00tClient:
                                  f"queued ({exc})") from exc
         return sock
 
+    def abandon(self, name: str, data: Any = None) -> None:
+        """Send one request and drop the socket without its reply (a client that dies
+        mid-call, as check-server plays one); the request is given half a second to leave."""
+        sock = self._send(name, data)
+        self._sock = None
+        self.close()
+        sock.close(linger=500)
+
     def call(self, name: str, data: Any = None, *, timeout: float | None = None) -> Any:
         """Send one request and return its decoded reply (see :meth:`exchange`)."""
         return self.exchange(name, data, timeout=timeout).value
