@@ -110,15 +110,17 @@ class InstalledArtifact:
     artifact = ""
 
     @pytest.fixture(scope="class")
-    def installed(self, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    @classmethod
+    def installed(cls, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
         base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
         assert base is not None
-        done = install(getattr(artifacts, self.artifact), self.venv_folder(tmp_path_factory), base)
+        done = install(getattr(artifacts, cls.artifact), cls.venv_folder(tmp_path_factory), base)
         done.trace_opens()
         return done
 
-    def venv_folder(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return tmp_path_factory.mktemp(self.artifact) / "venv"
+    @classmethod
+    def venv_folder(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp(cls.artifact) / "venv"
 
     def test_zero_smoke_fails_every_case_natively(self, installed: Installed, tmp_path: Path) -> None:
         ran = run_traced(installed, tmp_path / "work", ["-m", "pytest", "--libero-profile=zero", *SMOKE_CAP])
@@ -133,13 +135,15 @@ class InstalledProduct(InstalledArtifact):
     """Every command of the product from a plain install of ``artifact``."""
 
     @pytest.fixture(scope="class")
-    def demo(self, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    @classmethod
+    def demo(cls, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
         """README's first command, as it is written there."""
         return run_traced(installed, tmp_path_factory.mktemp("demo") / "work",
                           ["pytest", "--libero-profile=demo", "--alluredir=allure-demo"])
 
     @pytest.fixture(scope="class")
-    def perturbed(self, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    @classmethod
+    def perturbed(cls, installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Ran:
         """One task beside two generated perturbations of it that read shipped tables."""
         return run_traced(installed, tmp_path_factory.mktemp("perturbed") / "work", [
             "-m", "pytest", "--libero-profile=zero", "--libero-scope=task_coverage",

@@ -119,11 +119,13 @@ def test_the_metadata_is_what_the_index_shows(artifacts: Artifacts) -> None:
 class TestWheel(InstalledProduct):
     artifact = "wheel"
 
-    def venv_folder(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    @classmethod
+    def venv_folder(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
         return tmp_path_factory.mktemp("project") / ".venv"
 
     @pytest.fixture(scope="class")
-    def project(self, installed: Installed) -> Path:
+    @classmethod
+    def project(cls, installed: Installed) -> Path:
         """The user's project around the venv: its settings, conftest and own test."""
         root = installed.venv.parent
         (root / "pyproject.toml").write_text(USER_PYPROJECT)
