@@ -13,7 +13,6 @@ exist, reused when it does), so a developer installs once.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shared_once import locked
+from shared_once import used_once
 from venvs import clean_env, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +35,8 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A venv with lerobot, its torch and this checkout; its python. Built once a
     session: the simulator tests run last (tests/conftest.py), so a module fixture would
     be built again for the real-case tests, minutes later. Under xdist the workers share
-    one venv beside their own temporary folders, built by whichever asks first, and the
-    last one done with it removes it.
+    one venv (tests/shared_once.py), built by whichever asks first, and the last one done
+    with it removes it.
 
     Fails (never skips) when the package index cannot be reached: these are the tests
     that prove the bridge and the export work with the real lerobot.
@@ -45,32 +44,9 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     kept = os.environ.get(VENV_VARIABLE)
     if kept:
         yield _ready(Path(kept))
-    elif os.environ.get("PYTEST_XDIST_WORKER") is None:
-        venv = tmp_path_factory.mktemp("lerobot") / "venv"
-        try:
-            yield _ready(venv)
-        finally:
-            shutil.rmtree(venv, ignore_errors=True)
-    else:
-        shared = tmp_path_factory.getbasetemp().parent / "lerobot"
-        shared.mkdir(exist_ok=True)
-        with locked(shared / "lock"):
-            python = _ready(shared / "venv")
-            _count(shared, +1)
-        try:
-            yield python
-        finally:
-            with locked(shared / "lock"):
-                if _count(shared, -1) == 0:
-                    shutil.rmtree(shared / "venv", ignore_errors=True)
-
-
-def _count(shared: Path, change: int) -> int:
-    """How many workers use the shared venv, after ``change``; called under the lock."""
-    users = shared / "users"
-    count = (int(users.read_text()) if users.exists() else 0) + change
-    users.write_text(str(count))
-    return count
+        return
+    with used_once(tmp_path_factory, "lerobot", lambda folder: _ready(folder / "venv")) as folder:
+        yield folder / "venv" / "bin" / "python"
 
 
 def _ready(venv: Path) -> Path:

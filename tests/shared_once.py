@@ -47,11 +47,40 @@ def locked(lock_file: Path) -> Iterator[None]:
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """The folder ``name``, filled by ``make(folder)`` the first time any worker asks."""
     root = shared_root(tmp_path_factory)
-    folder = root / name
     with locked(root / f"{name}.lock"):
-        if not (folder / MADE).exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            make(folder)
-            (folder / MADE).touch()
+        return _made(root / name, make)
+
+
+@contextmanager
+def used_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+              make: Callable[[Path], object]) -> Iterator[Path]:
+    """:func:`made_once`'s folder, removed when the last worker using it is done with it:
+    for a folder too large to leave behind (the lerobot venv, 8 GB)."""
+    root = shared_root(tmp_path_factory)
+    lock, users = root / f"{name}.lock", root / f"{name}.users"
+    with locked(lock):
+        folder = _made(root / name, make)
+        _count(users, +1)
+    try:
+        yield folder
+    finally:
+        with locked(lock):
+            if _count(users, -1) == 0:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _made(folder: Path, make: Callable[[Path], object]) -> Path:
+    """``folder`` filled by ``make`` unless a maker finished it; called under its lock."""
+    if not (folder / MADE).exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        make(folder)
+        (folder / MADE).touch()
     return folder
+
+
+def _count(users: Path, change: int) -> int:
+    """How many workers use a folder, after ``change``; called under its lock."""
+    count = (int(users.read_text()) if users.exists() else 0) + change
+    users.write_text(str(count))
+    return count

@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +55,33 @@ def demo(where: Path, *args: str) -> Path:
     return run_folder(where / "results", "demo")
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return demo(tmp_path_factory.mktemp("demo-run"), *RUN_ARGS)
+RUNS = {
+    "demo-run": RUN_ARGS,
+    "k1-run": (*DEMO, "--libero-task-ids=0", "--libero-max-policy-calls=12", "--libero-replan-interval=1"),
+    "dataset-run": (*DEMO, "--libero-task-ids=0", "--libero-perturb=latency:2",
+                    "--libero-max-policy-calls=16", "--libero-evidence=dataset"),
+}
+"""The runs the tests export, by the folder each is made in."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Path]]]:
+    """Each run made in the background, one after another, from the module's first test
+    on: they need no lerobot, so they run while the session's lerobot venv is built (or
+    another worker builds it), minutes of package downloads, instead of after it.
+    Autouse, so that it starts before that session fixture."""
+    with ThreadPoolExecutor(1) as pool:
+        yield {name: pool.submit(demo, tmp_path_factory.mktemp(name), *args) for name, args in RUNS.items()}
 
 
 @pytest.fixture(scope="module")
-def every_control_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return demo(tmp_path_factory.mktemp("dataset-run"), *DEMO, "--libero-task-ids=0",
-                "--libero-perturb=latency:2", "--libero-max-policy-calls=16", "--libero-evidence=dataset")
+def demo_run(runs: dict[str, Future[Path]]) -> Path:
+    return runs["demo-run"].result()
+
+
+@pytest.fixture(scope="module")
+def every_control_run(runs: dict[str, Future[Path]]) -> Path:
+    return runs["dataset-run"].result()
 
 
 def lerobot_home(where: Path) -> dict[str, str]:
@@ -180,9 +200,10 @@ def test_a_run_exported_as_decision_frames_loads_back_at_its_simulated_times(
     assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.rglob("*") if p.is_file()} == before
 
 
-def test_a_replan_interval_of_1_is_one_frame_per_control(lerobot_python: Path, tmp_path: Path) -> None:
-    run_dir = demo(tmp_path, *DEMO, "--libero-task-ids=0", "--libero-max-policy-calls=12",
-                   "--libero-replan-interval=1")
+def test_a_replan_interval_of_1_is_one_frame_per_control(
+    runs: dict[str, Future[Path]], lerobot_python: Path, tmp_path: Path
+) -> None:
+    run_dir = runs["k1-run"].result()
     out = tmp_path / "k1"
     export(lerobot_python, run_dir, out, "--repo-id", "local/k1")
     loaded = load(lerobot_python, "local/k1", out)
