@@ -25,7 +25,6 @@ from subprocess import CompletedProcess
 import pytest
 from allure_cli import allure3
 from installs import ROOT, Artifacts, Installed, in_work, install, interpreter, traced
-from shared_once import made_once
 
 from harness.runs import run_folder, run_records
 from pytest_libero.data import DEMOS_FOLDER, data_path
@@ -105,26 +104,6 @@ def assert_opens_only_installed_files(ran: Ran, installed: Installed, needed: se
     assert needed <= relative, f"never opened (is the trace working?): {sorted(needed - relative)}"
 
 
-def plain_install(artifact: Path, venv: Path) -> Installed:
-    """``artifact`` installed with pip into a new venv at ``venv`` of the tests' own
-    Python, its file opens traceable (:func:`run_traced`)."""
-    base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
-    assert base is not None
-    done = install(artifact, venv, base)
-    done.trace_opens()
-    return done
-
-
-def wheel_install(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """The wheel's plain install as a user's project's ``.venv`` (``project/.venv``),
-    made once a session, xdist's workers included (tests/shared_once.py): test_install_wheel.py
-    proves it, and the CI examples' jobs install into it again, in seconds, as a runner
-    whose venv is kept does."""
-    project = made_once(tmp_path_factory, "wheel-install",
-                        lambda folder: plain_install(artifacts.wheel, folder / "project" / ".venv"))
-    return Installed(project / "project" / ".venv")
-
-
 class InstalledArtifact:
     """A plain install of ``artifact`` ("wheel" or "sdist") and the zero smoke run from it."""
 
@@ -133,7 +112,15 @@ class InstalledArtifact:
     @pytest.fixture(scope="class")
     @classmethod
     def installed(cls, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-        return plain_install(getattr(artifacts, cls.artifact), tmp_path_factory.mktemp(cls.artifact) / "venv")
+        base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
+        assert base is not None
+        done = install(getattr(artifacts, cls.artifact), cls.venv_folder(tmp_path_factory), base)
+        done.trace_opens()
+        return done
+
+    @classmethod
+    def venv_folder(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp(cls.artifact) / "venv"
 
     def test_zero_smoke_fails_every_case_natively(self, installed: Installed, tmp_path: Path) -> None:
         ran = run_traced(installed, tmp_path / "work", ["-m", "pytest", "--libero-profile=zero", *SMOKE_CAP])

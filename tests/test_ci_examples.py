@@ -1,13 +1,13 @@
 """The CI jobs users copy (examples/ci/): linted against GitHub's and GitLab's own
 schemas and with actionlint, checked for what a stock runner lacks (Python, EGL, Node.js,
-caches, GPUs in a container), and their steps run as written, installing the wheel.
+caches, GPUs in a container), and their steps run as written from a fresh install of
+the wheel.
 
 The steps run under bash as the runners run them (GitHub: ``bash -eo pipefail``, each
 ``run:`` step a script; GitLab: the job's script lines in one shell), with the file's own
 variables and only the ones a test must change overridden: the package (the wheel), the
-interpreter (setup-python's or the image's), the venv (the session's plain pip install
-of the wheel, which test_install_wheel.py proves, so that each job's install step runs
-in seconds, as on a runner whose venv is kept), the run id (the runner's expression), and for the GPU
+interpreter (setup-python's or the image's), the venv (one for all the jobs here, so
+that each installs in seconds), the run id (the runner's expression), and for the GPU
 gates the profile and selection (the demo instead of a checkpoint) and the GPUs (none
 here). What is checked is the verdict the job would give: the gate passed, the gate
 failed, or an infrastructure error; and the HTML report it builds.
@@ -38,7 +38,6 @@ from typing import Any
 import pytest
 import yaml
 from allure_cli import allure3
-from install_checks import wheel_install
 from installs import ROOT, Artifacts, admitted_minors, interpreter
 from ports import free_port
 from venvs import clean_env
@@ -258,7 +257,7 @@ def step_runs(condition: str, env: Mapping[str, str], outcomes: Mapping[str, str
 
 class Workspace:
     """A runner's checkout: verdict.py where the examples expect it; the venv the jobs'
-    install step installs into is one for all the workspaces (:func:`runner`)."""
+    install step makes is one for all the workspaces of this module."""
 
     def __init__(self, root: Path, wheel: Path, venv: Path) -> None:
         self.root = root
@@ -330,10 +329,8 @@ class Workspace:
 
 @pytest.fixture(scope="module")
 def runner(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The wheel and the venv every job's install step installs it into again: the
-    session's plain pip install of that wheel (install_checks.wheel_install, which
-    test_install_wheel.py proves), as a runner whose venv is kept has it."""
-    return artifacts.wheel, wheel_install(artifacts, tmp_path_factory).venv
+    """The wheel and the venv every job's install step makes (the first) or reuses."""
+    return artifacts.wheel, tmp_path_factory.mktemp("runner") / ".libero-venv"
 
 
 def new_workspace(runner: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Workspace:

@@ -3,8 +3,7 @@ product run from a plain pip install of it (install_checks.py), inside a user's 
 project whose pytest settings differ from ours in every way that could break the suite.
 
 The venv is the project's ``.venv``, as a user's often is: the shipped suite is then
-collected from a folder under the user's rootdir, their conftest above it. The install is
-made once a session (install_checks.wheel_install): the CI examples' jobs reuse it.
+collected from a folder under the user's rootdir, their conftest above it.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from install_checks import InstalledProduct, run_traced, wheel_install
+from install_checks import InstalledProduct, run_traced
 from installs import ROOT, Artifacts, Installed, admitted_minors, in_work, refused_minors, requires_python
 
 from harness.runs import run_folder, run_records
@@ -120,10 +119,9 @@ def test_the_metadata_is_what_the_index_shows(artifacts: Artifacts) -> None:
 class TestWheel(InstalledProduct):
     artifact = "wheel"
 
-    @pytest.fixture(scope="class")
     @classmethod
-    def installed(cls, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-        return wheel_install(artifacts, tmp_path_factory)
+    def venv_folder(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp("project") / ".venv"
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -132,7 +130,7 @@ class TestWheel(InstalledProduct):
         root = installed.venv.parent
         (root / "pyproject.toml").write_text(USER_PYPROJECT)
         (root / "conftest.py").write_text(USER_CONFTEST)
-        (root / "tests").mkdir(exist_ok=True)
+        (root / "tests").mkdir()
         (root / "tests" / "check_arm.py").write_text(USER_TEST)
         return root
 
