@@ -47,7 +47,8 @@ def main() -> int:
     rows = []
     port = free_port()
     with serving(serve_argv("zero", port, flags=["--host", "127.0.0.1"]), port, poll_s=0.2) as served:
-        rows.append(["openpi wire (pytest_libero.serve, zero)", *summary(timed("pi05", served.uri, args.runs))])
+        rows.append(["openpi wire (pytest_libero.serve, zero)",
+                     *summary(timed("pi05", served.uri, args.runs))])
     port = free_port()
     with serving(vla_eval_argv(port), port, poll_s=0.2, health_path="/health") as served:
         rows.append(["vla-eval wire (vla-eval's server, probe)",
