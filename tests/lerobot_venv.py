@@ -2,10 +2,14 @@
 
 ``tests/conftest.py`` makes :func:`build` the session fixture ``lerobot_python``, so the
 bridge's tests (test_lerobot_bridge.py) and the export's (test_lerobot_export.py) use
-the same venv: lerobot 0.4.4 (the newest for Python 3.11) with its torch from the
+the same venv: the lerobot the ``lerobot`` extra installs on its Python (0.4.4, the
+newest for Python 3.11; 0.6.1 with its ``dataset`` extra on 3.12), with its torch from the
 package index (about 6 GB of CUDA wheels), this checkout installed without its
 dependencies (no simulator) plus what its serving part and its command line import.
 
+The venv's Python is the tests' own unless ``PYTEST_LIBERO_LEROBOT_PYTHON=3.12`` (or
+3.11) says otherwise: the suite proves the bridge and the export against the lerobot of
+the Python it runs on, and a run with the variable proves the other release.
 ``PYTEST_LIBERO_LEROBOT_VENV=DIR`` keeps the venv in DIR (built there when DIR does not
 exist, reused when it does), so a developer installs once.
 """
@@ -20,15 +24,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from installs import interpreter
 from shared_once import used_once
 from venvs import clean_env, run
 
 ROOT = Path(__file__).resolve().parents[1]
-LEROBOT = "lerobot==0.4.4"  # the newest release that supports Python 3.11
+RELEASES = {"3.11": ("lerobot==0.4.4", "0.4.4"), "3.12": ("lerobot[dataset]==0.6.1", "0.6.1")}
+"""What pip installs on each Python and the version that says it is there: the ``lerobot``
+extra's environment markers (pyproject.toml) choose the same."""
 VENV_VARIABLE = "PYTEST_LIBERO_LEROBOT_VENV"
-BESIDE = ("websockets>=13", "msgpack>=1.0", "pytest>=8.2")
+PYTHON_VARIABLE = "PYTEST_LIBERO_LEROBOT_PYTHON"
+BESIDE = ("websockets>=13", "msgpack>=1.0", "pytest>=8.2", "imageio-ffmpeg>=0.5")
 """What the checkout needs there besides lerobot's own dependencies: the server's wire
-(websockets, msgpack) and, for ``python -m pytest_libero.cli``, pytest."""
+(websockets, msgpack), for ``python -m pytest_libero.cli``, pytest, and for the export's
+reading of the evidence streams, ffmpeg (lerobot 0.4.4 brought it; 0.6 does not)."""
 
 
 def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -49,19 +58,33 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder / "venv" / "bin" / "python"
 
 
+def base_python() -> tuple[Path, str]:
+    """The interpreter the venv is made with, and its minor version."""
+    minor = os.environ.get(PYTHON_VARIABLE) or f"{sys.version_info.major}.{sys.version_info.minor}"
+    if minor not in RELEASES:
+        pytest.fail(f"{PYTHON_VARIABLE}={minor}: the lerobot extra installs on "
+                    f"{', '.join(RELEASES)}")
+    found = interpreter(minor)
+    if found is None:
+        pytest.fail(f"no Python {minor} here for the lerobot venv (pyenv install {minor})")
+    return found, minor
+
+
 def _ready(venv: Path) -> Path:
     """``venv`` with lerobot and this checkout in it, built or completed; its python."""
     python = venv / "bin" / "python"
     started = time.monotonic()
+    base, minor = base_python()
+    requirement, version = RELEASES[minor]
     if not python.exists():
         # venv builds on the base interpreter: nothing of this venv leaks in.
-        run([sys.executable, "-m", "venv", str(venv)], 120, "creating the lerobot venv")
+        run([str(base), "-m", "venv", str(venv)], 120, "creating the lerobot venv")
     has = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('lerobot'))"],
                          capture_output=True, text=True, timeout=120, env=clean_env())
-    if has.stdout.strip() != LEROBOT.split("==")[1]:
-        run([str(python), "-m", "pip", "install", "--quiet", LEROBOT], 1500,
-            f"pip install {LEROBOT} into {venv} (needs the package index; torch with its CUDA "
-            "wheels is about 6 GB)")
+    if has.stdout.strip() != version:
+        run([str(python), "-m", "pip", "install", "--quiet", requirement], 1500,
+            f"pip install {requirement} into {venv} (needs the package index; torch with its "
+            "CUDA wheels is about 6 GB)")
     # This checkout without its dependencies: the simulator stack is not needed there.
     run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)], 300,
         "installing this checkout into the lerobot venv")
