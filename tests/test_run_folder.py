@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR, wait_until_stepping
+from serial_runs import wait_for_results
 
 from harness.runs import pytest_argv, run_folder, run_records
 from pytest_libero.evidence.ffmpeg import ffmpeg_exe
@@ -135,16 +135,6 @@ def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
     assert summary["unattempted"] == ["libero_10-01"]
     assert summary["counts"]["completed"] == 1
     assert len(results.read_text().splitlines()) == 1
-
-
-def wait_for_results(root: Path, lines: int, timeout: float) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = list(root.glob("zero/*/results.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= lines:
-            return found[0]
-        time.sleep(0.5)
-    raise AssertionError(f"no {lines} result line(s) under {root} after {timeout}s")
 
 
 @pytest.fixture(scope="module")
