@@ -79,21 +79,21 @@ def test_each_state_is_a_case_run_in_native_order_as_the_reference_loop_runs_it(
 
 def test_resume_and_the_baseline_gate_work_case_by_case(pytester: pytest.Pytester) -> None:
     # -x stops after the first (failed) case: the second is left unattempted.
-    states = ["--libero-init-states=1,2"]
+    states = ["--libero-init-states=0,1"]
     stopped = pytester.runpytest(*FULL, *states, "--libero-run-id=first", "-x")
     stopped.assert_outcomes(failed=1)
     folder = run_folder(pytester, "first")
-    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s1"]
+    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s0"]
 
     resumed = pytester.runpytest(*FULL, *states, f"--libero-resume={folder}")
     resumed.assert_outcomes(failed=1)
-    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s1", "libero_object-00-s2"]
+    assert [r["case"] for r in run_records(folder)] == ["libero_object-00-s0", "libero_object-00-s1"]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["counts"]["completed"] == 2
     # The resumed folder proves itself by re-execution, case by case.
     verified, _ = verify_run(folder, jobs=2, say=lambda line: None)
     assert [(v.case, v.status) for v in verified] == [
-        ("libero_object-00-s1", "verified"), ("libero_object-00-s2", "verified")]
+        ("libero_object-00-s0", "verified"), ("libero_object-00-s1", "verified")]
 
     # The baseline gate pairs the two runs by (entry, state).
     gated = pytester.runpytest(*FULL, *states, "--libero-run-id=second", f"--libero-baseline={folder}")

@@ -18,9 +18,10 @@ from pytest_libero.audit.verify import verify_run
 
 pytest_plugins = ["pytester"]
 
-FULL = ["--libero-mode=full", "--libero-scope=task_coverage", "--libero-suite=libero_10",
-        "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
-        "--libero-replan-interval=5"]
+# A video frame every five controls: no test here reads the video (verify renders none).
+FULL = ["--libero-video-stride=5", "--libero-mode=full", "--libero-scope=task_coverage",
+        "--libero-suite=libero_10", "--libero-budget-mode=decisions",
+        "--libero-max-policy-calls=3", "--libero-replan-interval=5"]
 
 CRASHING_ADAPTER = '''
 import os, signal

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from perturbed_runs import copy_of, shared
 
 from harness.runs import records_by_case, run_pytest
 from pytest_libero.catalog.entries import load_catalog
@@ -24,13 +25,14 @@ from pytest_libero.results.robustness import PARAPHRASE_ALONE, PARAPHRASE_PLACED
 
 pytestmark = pytest.mark.simulator
 
-PERTURB = "object:1,object:4,semantic:4"
 TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
         "--libero-replan-interval=1", "--libero-track=rgb+proprio"]
 TWIN = "libero_10-00"
 
 
 def run(cwd: Path, run_id: str, *selection: str) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A run of its own (full mode, the OOD scope); the development scope's runs are
+    tests/perturbed_runs.py's, which test_perturb_cases.py reads too."""
     done = run_pytest(["-q", *TINY, *selection, f"--libero-run-id={run_id}"], cwd, timeout=900)
     folder = cwd / "libero-results" / "zero" / run_id
     assert (folder / "results.jsonl").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
@@ -59,10 +61,9 @@ def difference(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def perturbed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
-    root = tmp_path_factory.mktemp("language")
-    folder, found = run(root, "perturbed", "--libero-scope=development", "--libero-task-ids=0",
-                        f"--libero-perturb={PERTURB}")
-    return folder, found
+    """The development scope's task 0 with this file's kinds (perturbed_runs.LANGUAGE) and
+    test_perturb_cases.py's, one policy call of one control each."""
+    return shared(tmp_path_factory, "perturbed")
 
 
 def test_semantic_cases_change_the_language_alone(
@@ -107,13 +108,13 @@ def test_object_cases_change_the_images_alone(
 
 
 def test_a_second_run_repeats_every_byte(
-    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path: Path,
+    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     _, found = perturbed
     # The object kind is the one whose bytes are its own; a semantic case's images are
-    # the twin's (asserted above) and its words the frozen table's.
-    _, again = run(tmp_path, "again", "--libero-scope=development", "--libero-task-ids=0",
-                   "--libero-perturb=object:4")
+    # the twin's (asserted above) and its words the frozen table's. The second run holds
+    # object:4 and test_perturb_cases.py's noise:2.
+    _, again = shared(tmp_path_factory, "again")
     for case in (TWIN, f"{TWIN}~object4"):
         hashes = [(o.images, o.proprio, o.language)
                   for o in read_observation_hashes(Path(found[case]["evidence_dir"]))]
@@ -124,13 +125,13 @@ def test_a_second_run_repeats_every_byte(
 
 
 def test_verify_passes_and_catches_an_edited_instruction(
-    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path: Path,
 ) -> None:
     """One verify over two cases: the object case re-executes to the byte; the semantic
     case whose record says, in both of its accounts, that it sent another instruction is
     a mismatch against the installed instruction table, named by its field, before any
     re-execution (a semantic case that verifies: the full-mode test below)."""
-    folder, _ = perturbed
+    folder = copy_of(perturbed[0], tmp_path)  # edited below: the shared run stays as made
     results = folder / "results.jsonl"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     for record in lines:

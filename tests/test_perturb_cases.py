@@ -13,23 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from perturbed_runs import LANGUAGE, PERTURB, copy_of, shared
 
-from harness.runs import records_by_case, run_pytest
 from pytest_libero.evidence.reader import read_observation_hashes, read_observations
 from pytest_libero.perturb.levels import GENERATOR, perturb_identity, table
 
 pytestmark = pytest.mark.simulator
 
-PERTURB = "camera:1,camera:2,camera:4,light:1,light:2,light:4,robot:2,noise:2"
-TINY = ["--libero-profile=zero", "--libero-budget-mode=decisions", "--libero-max-policy-calls=1",
-        "--libero-replan-interval=1", "--libero-track=rgb+proprio", "--libero-scope=development",
-        "--libero-task-ids=0"]
-
-
-def run(cwd: Path, run_id: str, perturb: str) -> dict[str, dict[str, Any]]:
-    run_pytest(["-q", *TINY, f"--libero-perturb={perturb}", f"--libero-run-id={run_id}"], cwd,
-               timeout=900)
-    return records_by_case(cwd / "libero-results" / "zero" / run_id)
+SHARED_RUN = f"{PERTURB},{LANGUAGE}"
+"""The run read here holds test_language_cases.py's kinds too (tests/perturbed_runs.py)."""
 
 
 def first(record: dict[str, Any]) -> dict[str, Any]:
@@ -50,22 +42,22 @@ def difference(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def perturbed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
-    root = tmp_path_factory.mktemp("perturb")
-    return root, run(root, "perturbed", PERTURB)
+    return shared(tmp_path_factory, "perturbed")
 
 
 def test_each_kind_changes_what_it_should_and_nothing_else(
     perturbed: tuple[Path, dict[str, dict[str, Any]]],
 ) -> None:
     _, found = perturbed
-    assert len(found) == 1 + len(PERTURB.split(","))
+    assert len(found) == 1 + len(SHARED_RUN.split(","))
     twin = found["libero_10-00"]
     shown = first(twin)
     settled = twin["identity"]["settled_state_sha256"]
     for case, record in found.items():
         assert record["outcome"] == "failure", case  # every one ran to its cap
-        if case == "libero_10-00":
-            continue
+    for spec in PERTURB.split(","):  # this file's kinds (language's are asserted there)
+        case = "libero_10-00~{}{}".format(*spec.split(":"))
+        record = found[case]
         assert record["entry"]["twin"] == "libero_10-00"
         assert record["entry"]["identity"] == perturb_identity("fast")
         assert record["entry"]["language"] == twin["entry"]["language"]
@@ -102,10 +94,10 @@ def test_each_kind_changes_what_it_should_and_nothing_else(
 
 
 def test_noise_repeats_bit_for_bit_in_another_run(
-    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    root, found = perturbed
-    again = run(root, "again", "noise:2")
+    _, found = perturbed
+    _, again = shared(tmp_path_factory, "again")  # noise:2 and test_language_cases.py's object:4
     for case in ("libero_10-00", "libero_10-00~noise2"):
         hashes = [(o.images, o.language)
                   for o in read_observation_hashes(Path(found[case]["evidence_dir"]))]
@@ -115,10 +107,9 @@ def test_noise_repeats_bit_for_bit_in_another_run(
 
 
 def test_verify_re_executes_perturbed_cases_and_catches_an_edited_parameter(
-    perturbed: tuple[Path, dict[str, dict[str, Any]]],
+    perturbed: tuple[Path, dict[str, dict[str, Any]]], tmp_path: Path,
 ) -> None:
-    root, _ = perturbed
-    run_dir = root / "libero-results" / "zero" / "perturbed"
+    run_dir = copy_of(perturbed[0], tmp_path)  # edited below: the shared run stays as made
     kinds = [f"--case=libero_10-00~{kind}2" for kind in ("camera", "light", "robot", "noise")]
     done = subprocess.run([sys.executable, "-m", "pytest_libero.cli", "verify", str(run_dir),
                            "-n", "2", *kinds], capture_output=True, text=True, timeout=900)
@@ -146,8 +137,7 @@ def test_verify_re_executes_a_record_of_schema_1(
 ) -> None:
     """A folder written before record schema 2 (its perturbed entries repeat kind and
     level at the top) re-executes the same: verify reads the entry through the converter."""
-    root, _ = perturbed
-    source = root / "libero-results" / "zero" / "perturbed"
+    source, _ = perturbed
     old = Path(shutil.copytree(source, tmp_path / "zero" / "schema1",
                                ignore=shutil.ignore_patterns("verify.json")))
     run = json.loads((old / "run.json").read_text())

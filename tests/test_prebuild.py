@@ -18,16 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serial_runs import CASES, serial_without_prebuild
 
 from harness import proctree
 from harness.runs import pytest_argv, records_by_case, run_folder
 
 pytestmark = pytest.mark.simulator
 pytest_plugins = ["pytester"]
-
-CASES = ["--libero-profile=zero", "--libero-scope=development", "--libero-task-ids=0-2",
-         "--libero-budget-mode=decisions", "--libero-max-policy-calls=3",
-         "--libero-replan-interval=5"]
 
 
 def records(folder: Path) -> dict[str, dict[str, Any]]:
@@ -40,23 +37,26 @@ def evidence(folder: Path, case: str) -> tuple[str, str]:
 
 
 def test_a_prebuilt_case_delivers_the_bytes_of_one_built_at_its_turn(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # Not under tmp_path: under xdist that is too long a folder for the forkserver's socket.
     scratch = Path(tempfile.mkdtemp(prefix="prebuild-"))
     request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     monkeypatch.setenv("TMPDIR", str(scratch))  # where a set-up done ahead logs until its turn
-    for mode in ("on", "off"):
-        result = pytester.runpytest_subprocess(*CASES, f"--libero-prebuild={mode}",
-                                               f"--libero-results={mode}")
-        result.assert_outcomes(failed=3)
-    ahead, at_turn = (records(pytester.path / mode) for mode in ("on", "off"))
+    roots = {"on": pytester.path / "on"}
+    result = pytester.runpytest_subprocess(*CASES, "--libero-prebuild=on", "--libero-results=on")
+    result.assert_outcomes(failed=3)
+    # Set up at its turn: the serial run test_scale_cases.py compares with two workers.
+    roots["off"], result, left_in_tmpdir = serial_without_prebuild(tmp_path_factory)
+    result.assert_outcomes(failed=3)
+    ahead, at_turn = (records(roots[mode]) for mode in ("on", "off"))
     for case in ("libero_10-00", "libero_10-01", "libero_10-02"):
-        assert evidence(pytester.path / "on", case) == evidence(pytester.path / "off", case), case
+        assert evidence(roots["on"], case) == evidence(roots["off"], case), case
         assert ahead[case]["identity"] == at_turn[case]["identity"], case
         assert ahead[case]["counters"] == at_turn[case]["counters"], case
         assert at_turn[case]["timings"]["setup_ahead_s"] == 0.0, case
-        [case_dir] = (pytester.path / "on").glob(f"zero/*/cases/{case}")
+        [case_dir] = roots["on"].glob(f"zero/*/cases/{case}")
         assert (case_dir / "simulator.log").is_file()
     # The worker's first case has nothing to overlap with; every later one was set up,
     # at least in part, while the case before it ran, and that is recorded as its own.
@@ -66,6 +66,7 @@ def test_a_prebuilt_case_delivers_the_bytes_of_one_built_at_its_turn(
         assert 0.0 < timings["setup_ahead_s"] <= timings["setup_s"], (case, timings)
     assert len({r["pid"] for r in ahead.values()}) == 3  # a process of its own per case
     assert list(scratch.glob("pytest-libero-*")) == []  # the early logs moved into the cases
+    assert left_in_tmpdir == []
 
 
 def test_ctrl_c_during_an_overlap_leaves_no_process_behind(pytester: pytest.Pytester) -> None:

@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR, wait_until_stepping
+from serial_runs import wait_for_results
 
 from harness.runs import pytest_argv, run_folder, run_records
 from pytest_libero.evidence.ffmpeg import ffmpeg_exe
@@ -137,16 +137,6 @@ def test_ctrl_c_writes_the_summary_with_the_interrupted_case_unattempted(
     assert len(results.read_text().splitlines()) == 1
 
 
-def wait_for_results(root: Path, lines: int, timeout: float) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = list(root.glob("zero/*/results.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= lines:
-            return found[0]
-        time.sleep(0.5)
-    raise AssertionError(f"no {lines} result line(s) under {root} after {timeout}s")
-
-
 @pytest.fixture(scope="module")
 def this_renderer() -> dict[str, Any]:
     """This machine's renderer: a baseline is only compared with images of its own."""
@@ -168,11 +158,32 @@ def baseline(pytester: pytest.Pytester, outcome: str, renderer: dict[str, Any]) 
     return folder
 
 
+def gate_options(pytester: pytest.Pytester, gate: list[str] | str, renderer: dict[str, Any]) -> list[str]:
+    """A gate's options; a baseline gate's folder is written under the test's folder."""
+    if isinstance(gate, list):
+        return gate
+    # One flip success->failure has one-sided p = 0.5; at level 0.6 that is "worse".
+    folder = baseline(pytester, gate.split("-")[1], renderer)
+    return [f"--libero-baseline={folder}", "--libero-baseline-alpha=0.6"]
+
+
+MIN_PASS = ["--libero-min-success=0"]
+Gated = tuple[pytest.RunResult, dict[str, Any]]
+"""A gated run as pytester returned it, and its summary."""
+
+
+@pytest.fixture(scope="module")
+def passing_runs() -> dict[str, Gated]:
+    """Per worker mode, the one run with both passing gates (min-pass and baseline-pass
+    each read it: both must pass for its exit code to be 0), made by the first of them."""
+    return {}
+
+
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
 @pytest.mark.parametrize(
     ("gate", "expected"),
     [
-        (["--libero-min-success=0"], pytest.ExitCode.OK),
+        (MIN_PASS, pytest.ExitCode.OK),
         (["--libero-min-success=0.5"], pytest.ExitCode.TESTS_FAILED),
         ("baseline-failure", pytest.ExitCode.OK),
         ("baseline-success", pytest.ExitCode.TESTS_FAILED),
@@ -181,19 +192,26 @@ def baseline(pytester: pytest.Pytester, outcome: str, renderer: dict[str, Any]) 
 )
 def test_gates_set_the_exit_code(
     pytester: pytest.Pytester, workers: list[str], gate: Any, expected: pytest.ExitCode,
-    this_renderer: dict[str, Any],
+    this_renderer: dict[str, Any], passing_runs: dict[str, Gated],
 ) -> None:
-    if isinstance(gate, str):
-        # One flip success->failure has one-sided p = 0.5; at level 0.6 that is "worse".
-        folder = baseline(pytester, gate.split('-')[1], this_renderer)
-        gate = [f"--libero-baseline={folder}",
-                "--libero-baseline-alpha=0.6"]
-    result = pytester.runpytest_subprocess("--libero-profile=zero", *ONE_CASE, *tiny(1, 1),
-                                           *gate, *workers)
+    passing = expected == pytest.ExitCode.OK
+    gates = [MIN_PASS, "baseline-failure"] if passing else [gate]
+    mode = " ".join(workers)
+    if passing and mode in passing_runs:
+        result, summary = passing_runs[mode]
+    else:
+        options = [option for one in gates for option in gate_options(pytester, one, this_renderer)]
+        result = pytester.runpytest_subprocess("--libero-profile=zero", *ONE_CASE, *tiny(1, 1),
+                                               *options, *workers)
+        summary = json.loads(next((pytester.path / "libero-results").glob("zero/*/summary.json")).read_text())
+        if passing:
+            passing_runs[mode] = (result, summary)
     assert result.ret == expected, result.stdout.str()
     result.stdout.fnmatch_lines(["*1 failed*"])  # the zero policy fails natively either way
-    if gate[0].startswith("--libero-baseline") and expected:
+    kind = "min-success" if isinstance(gate, list) else "baseline"
+    if kind == "baseline" and expected:
         result.stdout.fnmatch_lines(["*baseline gate FAILED*1 success->failure*",
                                      "*lost:   libero_object-00*"])
-    summary = json.loads(next((pytester.path / "libero-results").glob("zero/*/summary.json")).read_text())
-    assert [g["passed"] for g in summary["gates"]] == [expected == pytest.ExitCode.OK]
+    assert [g["passed"] for g in summary["gates"] if g["lines"][0].startswith(f"{kind} gate ")] == [
+        expected == pytest.ExitCode.OK]
+    assert len(summary["gates"]) == len(gates)  # none but the gates asked for

@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scripted_policies import QUICK_THEN_SLOW_PROFILE, TESTS_DIR, wait_until_stepping
+from serial_runs import CASES, serial_without_prebuild, wait_for_results
 
 from harness.runs import pytest_argv
 from pytest_libero.results.merge import merge_runs
@@ -37,21 +37,21 @@ def records(folder: Path) -> dict[str, dict[str, Any]]:
     return {r["case"]: r for r in map(json.loads, lines)}
 
 
-def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester) -> None:
-    # Serial without set-up ahead; two workers with it: each worker's second case is set
-    # up while its first runs.
-    four = [*TINY, "--libero-scope=development", "--libero-task-ids=0-3"]
-    serial = pytester.runpytest_subprocess(*four, "--libero-results=serial", "-n", "0",
-                                           "--libero-prebuild=off")
-    parallel = pytester.runpytest_subprocess(*four, "--libero-results=parallel", "-n", "2")
-    serial.assert_outcomes(failed=4)
-    parallel.assert_outcomes(failed=4)
-    parallel.stdout.fnmatch_lines(["*4 selected, 4 completed, 0 success, 4 failure*"])
-    serial, parallel_summary = (run_summary(pytester.path / mode) for mode in ("serial", "parallel"))
-    assert comparable(serial) == comparable(parallel_summary)
+def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Serial without set-up ahead (the run test_prebuild.py reads too); two workers with
+    # it: each worker's second case is set up while its first runs.
+    serial_root, serial, _ = serial_without_prebuild(tmp_path_factory)
+    roots = {"serial": serial_root, "parallel": pytester.path / "parallel"}
+    parallel = pytester.runpytest_subprocess(*CASES, "--libero-results=parallel", "-n", "2")
+    serial.assert_outcomes(failed=3)
+    parallel.assert_outcomes(failed=3)
+    parallel.stdout.fnmatch_lines(["*3 selected, 3 completed, 0 success, 3 failure*"])
+    serial_summary, parallel_summary = (run_summary(roots[mode]) for mode in ("serial", "parallel"))
+    assert comparable(serial_summary) == comparable(parallel_summary)
     by_case = {}
     for mode in ("serial", "parallel"):
-        [folder] = (pytester.path / mode / "zero").iterdir()
+        [folder] = (roots[mode] / "zero").iterdir()
         by_case[mode] = records(folder)
     for case, record in by_case["serial"].items():
         other = by_case["parallel"][case]
@@ -67,7 +67,7 @@ def test_two_workers_give_the_same_summary_as_one(pytester: pytest.Pytester) -> 
     # The delivered observations are bit-identical across modes: same hashes.
     for case in by_case["serial"]:
         lines = [
-            (pytester.path / mode / "zero").glob(f"*/cases/{case}/observations.jsonl").__next__().read_text()
+            (roots[mode] / "zero").glob(f"*/cases/{case}/observations.jsonl").__next__().read_text()
             for mode in ("serial", "parallel")
         ]
         assert lines[0] == lines[1]
@@ -106,10 +106,7 @@ def test_resume_runs_only_what_a_killed_run_left(pytester: pytest.Pytester,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     run = pytester.path / "libero-results" / "zero" / "long"
     try:
-        deadline = time.monotonic() + 300
-        while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text():
-            assert time.monotonic() < deadline, "the first case never finished"
-            time.sleep(0.5)
+        wait_for_results(pytester.path / "libero-results", lines=1, timeout=300)
         wait_until_stepping(run, "libero_10-01")
     finally:
         os.killpg(process.pid, signal.SIGKILL)

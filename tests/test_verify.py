@@ -290,7 +290,7 @@ def test_a_run_from_before_fingerprints_on_another_backend_is_not_verifiable(
 
 def test_merged_full_mode_shards_at_replayable_evidence_verify(tmp_path: Path) -> None:
     args = ["--libero-profile=random", "--libero-mode=full", "--libero-scope=task_coverage",
-            "--libero-suite=libero_object", "--libero-task-ids=0", "--libero-init-states=0,4",
+            "--libero-suite=libero_object", "--libero-task-ids=0", "--libero-init-states=0,1",
             "--libero-budget-mode=decisions", "--libero-max-policy-calls=2",
             "--libero-replan-interval=3", "--libero-run-id=sharded"]
     for index in (1, 2):
@@ -299,5 +299,5 @@ def test_merged_full_mode_shards_at_replayable_evidence_verify(tmp_path: Path) -
     merged = merge_runs([base / "shard-1-of-2", base / "shard-2-of-2"])
     code, output, verdicts = verify(merged, "-n", "2")
     assert code == 0, output
-    assert sorted(c["case"] for c in verdicts["cases"]) == ["libero_object-00-s0", "libero_object-00-s4"]
+    assert sorted(c["case"] for c in verdicts["cases"]) == ["libero_object-00-s0", "libero_object-00-s1"]
     assert not any((merged / "cases").glob("*"))  # the evidence stayed in the shards
