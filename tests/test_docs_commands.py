@@ -80,7 +80,7 @@ Done = subprocess.CompletedProcess[str]
 
 NOT_HERE: dict[str, str] = {
     "pytest-libero export libero-results/pi05/20260301T101500Z-3f2a1c --lerobot datasets/pi05-run":
-        "needs pytest-libero[lerobot] (lerobot 0.4.4 with torch, 8 GB); tests/test_lerobot_export.py "
+        "needs pytest-libero[lerobot] (lerobot 0.4.4 or 0.6 with torch, 8 GB); tests/test_lerobot_export.py "
         "(marker lerobot) runs it",
     **{command: "needs a policy server at its endpoint; tests/test_check_server.py runs "
        "check-server against real ones (pytest-libero's, vla-eval's, broken ones)"

@@ -2,9 +2,10 @@
 
 The unit tests run in this venv and never import torch or lerobot: every decision the
 bridge makes is plain Python over a checkpoint's config.json. The ``lerobot`` tests
-build a separate venv with the newest lerobot for Python 3.11 (0.4.4) and its torch
-from the package index (measured here: 3 min 40 s, 8.3 GB, most of it the CUDA wheels
-torch 2.10 pulls; removed afterwards), install this checkout's serving part into it
+build a separate venv with the lerobot the extra picks for its Python (0.4.4 on 3.11,
+0.6 on 3.12: tests/lerobot_venv.py) and its torch from the package index (measured here
+for 0.4.4: 3 min 40 s, 8.3 GB, most of it the CUDA wheels torch 2.10 pulls; removed
+afterwards), install this checkout's serving part into it
 without the simulator (``--no-deps`` plus websockets and msgpack), save a tiny
 random-weight ACT checkpoint the way lerobot-train does, serve it with
 ``python -m pytest_libero.serve --policy pytest_libero.bridges.lerobot:make`` and run
