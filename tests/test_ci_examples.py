@@ -216,14 +216,16 @@ def test_every_example_runs_the_same_evaluation() -> None:
 
 def test_the_smoke_job_is_the_gate_without_its_server() -> None:
     """A fix to a step of one GitHub job lands in the other: the smoke job's steps are
-    the gate's, word for word, less the policy server's."""
+    the gate's, word for word, less the policy server's (its start, wait and check, and
+    its log and certificate among the uploads)."""
     gate = {step.get("name") or step["uses"]: step for step in workflow(GITHUB)["steps"]}
     smoke = [step.get("name") or step["uses"] for step in workflow(SMOKE)["steps"]]
     assert [name for name in gate if "policy server" not in name] == smoke
     for step in workflow(SMOKE)["steps"]:
         name = step.get("name") or step["uses"]
         if name.startswith("Upload"):  # the smoke job has no server log to keep
-            assert step["with"]["path"] == gate[name]["with"]["path"].replace("policy-server.log\n", "")
+            assert step["with"]["path"] == gate[name]["with"]["path"].replace(
+                "policy-server.log\n", "").replace("server-certificate.json\n", "")
         else:
             assert step == gate[name], name
 
@@ -461,6 +463,37 @@ def test_the_server_wait_step(server: str, code: int, said: str, workspace: Work
         subprocess.run(["kill", pid], check=False, capture_output=True)
     assert done.returncode == code, done.stdout + done.stderr
     assert said in done.stdout
+    os.remove(workspace.root / "policy-server.pid")
+
+
+@pytest.mark.parametrize(("server", "code", "said"), [
+    ('"$VENV/bin/python" -m pytest_libero.serve --policy zero --host 127.0.0.1 --port $POLICY_PORT',
+     0, ""),
+    ("python3 -m http.server $POLICY_PORT --bind 127.0.0.1", 2, "failed check-server (exit 2)"),
+])
+def test_the_server_check_step(server: str, code: int, said: str, workspace: Workspace) -> None:
+    """The step before the evaluation: check-server against the started server, its
+    certificate kept; a server that is no policy server stops the job as an
+    infrastructure error."""
+    steps = {step.get("name"): step for step in workflow()["steps"]}
+    env = workspace.env(workflow()["env"], POLICY_SERVER=server, POLICY_PORT=str(free_port()),
+                        POLICY_STARTUP_S="60", LIBERO_PROFILE="pi05")
+    installed = workspace.github_step(steps[INSTALL], env)  # the job's venv, made or kept
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    try:
+        assert workspace.github_step(steps["Start the policy server"], env).returncode == 0
+        assert workspace.github_step(steps["Wait for the policy server"], env,
+                                     timeout=120).returncode == 0
+        done = workspace.github_step(steps["Check the policy server"], env, timeout=300)
+    finally:
+        pid = (workspace.root / "policy-server.pid").read_text().strip()
+        subprocess.run(["pkill", "-P", pid], check=False)
+        subprocess.run(["kill", pid], check=False, capture_output=True)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stdout
+    if code == 0:
+        certificate = json.loads((workspace.root / "server-certificate.json").read_text())
+        assert certificate["passed"] is True and certificate["wire"] == "websocket"
     os.remove(workspace.root / "policy-server.pid")
 
 
