@@ -80,6 +80,16 @@ def test_vla_eval_s_own_server_passes_over_its_wire(tmp_path: Path) -> None:
     assert set(verdicts(certificate).values()) == {"passed"}
 
 
+def test_a_vla_eval_server_that_ignores_episode_start_fails_the_reset_check(tmp_path: Path) -> None:
+    pytest.importorskip("vla_eval")
+    port = free_port()
+    with serving(vla_eval_argv(port, "--args.mode=keeps_state"), port, poll_s=0.2,
+                 health_path="/health") as served:
+        code, certificate, output = check_server(tmp_path, "vla-eval", served.uri, "--deterministic")
+    assert code == 1, output
+    assert certificate["failed"] == ["test_an_episode_start_resets_the_server"], output
+
+
 @pytest.mark.parametrize("generation", ["npy", "msgpack-numpy"])
 def test_a_gr00t_server_of_either_generation_passes_over_zeromq(
         tmp_path: Path, generation: str) -> None:

@@ -50,6 +50,14 @@ def vla_eval_make_obs(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return made
 
 
+def libero_task_name() -> str:
+    """The task's name as vla-eval's LIBERO ``get_tasks`` reads it: LIBERO's own Task."""
+    from libero.libero import benchmark
+
+    name: str = benchmark.get_benchmark_dict()[SUITE]().get_task(INDEX).language
+    return name
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     log = tmp_path / "seen.jsonl"
@@ -80,8 +88,9 @@ def test_a_vla_eval_server_drives_real_cases_and_sees_what_vla_eval_s_libero_sen
     assert all(s["task"] == {"case": record["case"], "name": entry["language"], "suite": SUITE,
                              "task_id": INDEX, "episode_idx": 0} for s in seen)
 
-    # What vla-eval's LIBERO sends for this scene's first observation, byte for byte.
-    theirs = vla_eval_make_obs(native_first_observation(SUITE, INDEX), entry["language"])
+    # What vla-eval's LIBERO sends for this scene's first observation, byte for byte, under
+    # the name its get_tasks() gives the task (LIBERO's Task.language).
+    theirs = vla_eval_make_obs(native_first_observation(SUITE, INDEX), libero_task_name())
     assert seen[0]["keys"] == sorted(theirs) == ["images", "task_description"]
     assert seen[0]["images"] == {camera: digest(image) for camera, image in theirs["images"].items()}
     assert all(s["task_description"] == theirs["task_description"] for s in seen)

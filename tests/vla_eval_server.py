@@ -7,7 +7,9 @@ own ``run_server`` entry point, around a small numpy ``predict``.
 observation), and reports what vla-eval decoded under ``seen``: the image digests, the
 instruction, the state, the payload's keys and the episode's task. Modes: ``echo``
 (the default), ``chunk`` (a (4, 7) chunk, which vla-eval's LIBERO cannot execute),
-``fail`` (predict raises), ``zero`` (zeros, nothing looked at: the benchmark's server).
+``fail`` (predict raises), ``zero`` (zeros, nothing looked at: the benchmark's server),
+``keeps_state`` (counts a connection's calls into its replies and never resets the count
+at an episode start: a server check-server must catch).
 ``log``: a file that gets each ``seen`` as a JSON line (a
 real case drops the reply's extras).
 """
@@ -45,6 +47,7 @@ class ProbeServer(PredictModelServer):
         self.params = {"send_wrist_image": wrist, "send_state": state,
                        **({"absolute_action": True} if absolute else {})}
         self.tasks: dict[str, Any] = {}
+        self.calls: dict[str, int] = {}
 
     def get_observation_params(self) -> dict[str, Any]:
         return self.params
@@ -73,6 +76,9 @@ class ProbeServer(PredictModelServer):
             with open(self.log, "a", encoding="utf-8") as out:
                 out.write(json.dumps(seen) + "\n")
         action = action_for(agentview)
+        if self.mode == "keeps_state":
+            self.calls[ctx.session_id] = self.calls.get(ctx.session_id, 0) + 1
+            action[1] = self.calls[ctx.session_id] / 1000
         if self.mode == "chunk":
             return {"actions": np.stack([action] * 4), "seen": seen}
         return {"actions": action, "seen": seen}

@@ -19,7 +19,13 @@ import pytest
 
 from pytest_libero.certify.plugin import ServerUnderTest
 from pytest_libero.certify.wire import MALFORMED
-from pytest_libero.policy.contract import RAW_REPLY, Observation, Policy, validate_reply
+from pytest_libero.policy.contract import (
+    RAW_REPLY,
+    EpisodeAware,
+    Observation,
+    Policy,
+    validate_reply,
+)
 
 CONCURRENT_CLIENTS = 4
 LATENCY_CALLS = 50
@@ -30,13 +36,24 @@ WIDE_DTYPES = ("float32", "float64")
 
 @contextmanager
 def connected(server: ServerUnderTest) -> Iterator[Policy]:
-    """A policy of its own, an episode started on it."""
+    """A policy of its own, an episode started on it (a wire with episode messages is
+    told the first golden case's task, as a case tells it)."""
     policy = server.line.policy()
     try:
         policy.reset()
+        start_episode(server, policy)
         yield policy
     finally:
         policy.close()
+
+
+def start_episode(server: ServerUnderTest, policy: Policy) -> None:
+    """Tell an EpisodeAware policy's server that an episode starts, on its connection."""
+    if isinstance(policy, EpisodeAware):
+        golden = server.golden[0]
+        suite, index = golden.case.rsplit("-", 1)
+        policy.start_episode({"case": golden.case, "name": golden.observation.language,
+                              "suite": suite, "task_id": int(index), "episode_idx": 0})
 
 
 def actions_of(reply: Mapping[str, Any]) -> np.ndarray:
@@ -123,7 +140,10 @@ def test_an_episode_start_resets_the_server(
     with connected(server) as policy:
         for observation in golden[1:]:
             policy.infer(observation)  # the server's episode state moves on
-        policy.reset()
+        if isinstance(policy, EpisodeAware):
+            start_episode(server, policy)  # on the same connection: episode_start alone
+        else:
+            policy.reset()
         after = actions_of(policy.infer(golden[0]))
     record_property("facts", {"reset_respected": bool(np.array_equal(after, fresh))})
     assert np.array_equal(after, fresh), (
