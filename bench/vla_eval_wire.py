@@ -8,12 +8,11 @@ started by its ``run_server``, tests/vla_eval_server.py, mode zero, asking for t
 image so that both wires carry the same two images) and pytest-libero's
 openpi server (``python -m pytest_libero.serve --policy zero``, one action a reply, as
 vla-eval answers). Three clients call them alternately (the order turns every call)
-with the same observation, two 256x256x3 images and an instruction: the vla-eval
+with the same observations, check-server's four golden ones (real renders: two 256x256x3
+images and an instruction each, taken in turn): the vla-eval
 profile's policy with PNG images (vla-eval's default) and with raw images, and the openpi
 websocket policy. A call is ``policy.infer(observation)``: laying out, packing, the round
-trip, unpacking and mapping the reply. The codec table times the packing alone. The
-images are random bytes, PNG's worst case (a render compresses; the raw forms do not
-care).
+trip, unpacking and mapping the reply. The codec table times the packing alone.
 Needs vla-eval (the ``test`` extra has it).
 """
 
@@ -23,21 +22,19 @@ import argparse
 import contextlib
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import _common as c
-import numpy as np
 
 from harness.servers import free_port, serving, vla_eval_argv
 
 
-def observation() -> Any:
-    from pytest_libero.policy.contract import Observation
+def observations() -> list[Any]:
+    """check-server's golden observations: real first renders of four scenes."""
+    from pytest_libero.certify.golden import golden_observations
 
-    rng = np.random.default_rng(20261206)
-    images = {camera: rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)
-              for camera in ("agentview", "robot0_eye_in_hand")}
-    return Observation(language="put the black bowl on the plate", images=images)
+    return [golden.observation for golden in golden_observations(proprio=False)]
 
 
 def arguments() -> argparse.Namespace:
@@ -54,9 +51,9 @@ def main() -> int:
     from pytest_libero.policy.vla_eval.client import VlaEvalPolicy
     from pytest_libero.policy.vla_eval.payload import VlaEvalLayout
 
-    seen = observation()
-    print(f"# vla-eval wire: {args.calls} calls per client, interleaved; 2 x 256x256x3 uint8 + "
-          "instruction; one 7-action reply")
+    golden = observations()
+    print(f"# vla-eval wire: {args.calls} calls per client, interleaved; the golden observations "
+          "(2 x 256x256x3 uint8 + instruction); one 7-action reply")
     print(f"# {c.machine_note()}")
     port = free_port()
     with contextlib.ExitStack() as stack:
@@ -73,7 +70,8 @@ def main() -> int:
         for policy in policies.values():
             policy.reset()
             stack.callback(policy.close)
-        samples = timed({name: (lambda p=p: p.infer(seen)) for name, p in policies.items()}, args)
+        samples = timed({name: partial(call, policy, golden) for name, policy in policies.items()},
+                        args)
     print()
     rows = [[name, len(v), c.median(v), c.p90(v), min(v)] for name, v in samples.items()]
     c.print_table(["client", "calls", "median ms", "p90 ms", "min ms"], rows)
@@ -81,8 +79,15 @@ def main() -> int:
     for form in ("png", "raw"):
         print(c.ratio_line(f"median ratio vla-eval {form}/openpi",
                            c.median(samples[f"vla-eval {form}"]), c.median(samples["openpi"])))
-    print_codec(seen, args.calls)
+    print_codec(golden[0], args.calls)
     return 0
+
+
+def call(policy: Any, golden: list[Any]) -> Any:
+    """One call with the next golden observation (each policy keeps its own turn)."""
+    turn = getattr(policy, "_bench_turn", 0)
+    policy._bench_turn = turn + 1
+    return policy.infer(golden[turn % len(golden)])
 
 
 def timed(calls: dict[str, Callable[[], Any]], args: argparse.Namespace) -> dict[str, list[float]]:
