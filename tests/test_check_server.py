@@ -161,6 +161,22 @@ def dies_on_malformed() -> Callable[[dict[str, Any]], dict[str, Any]]:
     return policy
 
 
+def changes_its_chunk() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Answers two actions, then three, then two..."""
+    calls = [0]
+
+    def policy(obs: dict[str, Any]) -> dict[str, Any]:
+        calls[0] += 1
+        return {"actions": np.zeros((2 + calls[0] % 2, 7))}
+    return policy
+
+
+def random_replies() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Samples its actions: never the same reply twice."""
+    rng = np.random.default_rng()
+    return lambda obs: {"actions": rng.uniform(-0.5, 0.5, (2, 7))}
+
+
 BROKEN: dict[str, tuple[Callable[[], Callable[[dict[str, Any]], dict[str, Any]]], str]] = {
     "swaps replies under concurrency": (crosstalk, "test_concurrent_clients_each_get_their_own_answer"),
     "ignores the episode start": (keeps_state, "test_an_episode_start_resets_the_server"),
@@ -170,6 +186,9 @@ BROKEN: dict[str, tuple[Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]
                         "test_the_actions_are_well_formed_floats_in_range"),
     "answers NaN": (lambda: lambda obs: {"actions": np.full((2, 7), np.nan)},
                     "test_the_actions_are_well_formed_floats_in_range"),
+    "changes its chunk length": (changes_its_chunk, "test_every_reply_holds_as_many_actions"),
+    "samples though declared deterministic": (random_replies,
+                                              "test_a_repeated_input_gets_the_same_reply"),
 }
 
 
