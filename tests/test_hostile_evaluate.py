@@ -253,7 +253,7 @@ REPLIES = textwrap.dedent('''
         def reset(self): pass
         def infer(self, observation): return REPLIES[sys.argv[2]]
 
-    images = {c: np.zeros((8, 8, 3), np.uint8) for c in ("agentview", "robot0_eye_in_hand")}
+    images = {c: np.zeros((256, 256, 3), np.uint8) for c in ("agentview", "robot0_eye_in_hand")}
     with serving(OneObject(Answers()), close_policies=False) as endpoint:
         client = WebsocketPolicy(endpoint, layout=RequestLayout(counters=True), connect_timeout=10,
                                  call_timeout=60, wait_s=10)

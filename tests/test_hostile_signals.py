@@ -61,8 +61,15 @@ def signal_mid_episode(run: subprocess.Popen[bytes]) -> list[int]:
 
 
 def ended(run: subprocess.Popen[bytes]) -> str:
+    """What the run printed once it ended; one that has not ended within WAIT_S is killed,
+    and what it printed by then is returned with a last line saying so (its returncode
+    then is -9, so the caller's assertion shows this output)."""
     try:
         return run.communicate(timeout=WAIT_S)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        printed = run.communicate()[0].decode(errors="replace")
+        return f"{printed}\n(the run had not ended {WAIT_S:.0f} s after the signal: killed)"
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)

@@ -70,7 +70,7 @@ def test_the_server_decodes_exactly_what_vla_eval_s_libero_would_send(image_form
             policy.reset()
             assert policy.metadata["model_server"] == "ProbeServer"
             assert policy.metadata["protocol_version"] == 1
-            policy.start_episode(TASK)
+            policy.begin_episode(TASK)
             sent = observation(1)
             seen = seen_by_server(policy, sent)
             assert seen["keys"] == ["images", "task_description"]  # no wrist, no state unasked
@@ -87,7 +87,7 @@ def test_a_reply_is_executed_as_vla_eval_s_libero_executes_it() -> None:
         policy = policy_for(uri)
         try:
             policy.reset()
-            policy.start_episode(TASK)
+            policy.begin_episode(TASK)
             sent = observation(2)
             reply = validate_reply(policy.infer(sent))
             expected = float(sent.images["agentview"].mean()) / 255.0

@@ -52,7 +52,7 @@ def start_episode(server: ServerUnderTest, policy: Policy) -> None:
     if isinstance(policy, EpisodeAware):
         golden = server.golden[0]
         suite, index = golden.case.rsplit("-", 1)
-        policy.start_episode({"case": golden.case, "name": golden.observation.language,
+        policy.begin_episode({"case": golden.case, "name": golden.observation.language,
                               "suite": suite, "task_id": int(index), "episode_idx": 0})
 
 

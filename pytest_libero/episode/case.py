@@ -149,7 +149,7 @@ def run_case(
         call_policy(policy.reset)
         check_metadata(policy.metadata, policy_named(plan))  # each connection may send anew
         if isinstance(policy, EpisodeAware):
-            call_policy(policy.start_episode, episode_task(entry))
+            call_policy(policy.begin_episode, episode_task(entry))
         policy = as_lent(policy)  # evaluate()'s own object: its faults told in its terms
     except EpisodeError as exc:
         if setup is not None:

@@ -89,7 +89,7 @@ class EpisodeAware(Protocol):
     say, picks its chunk length by suite). ``task`` holds the case's ``case``, ``name``
     (the instruction sent), ``suite``, ``task_id`` and ``episode_idx`` (its init state)."""
 
-    def start_episode(self, task: Mapping[str, Any]) -> None: ...
+    def begin_episode(self, task: Mapping[str, Any]) -> None: ...
 
 
 STATE_FED_METADATA = "pytest_libero/state_fed"

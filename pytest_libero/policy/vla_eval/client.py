@@ -170,7 +170,7 @@ class VlaEvalPolicy:
             raise ProtocolViolation(str(exc)) from None
         self.metadata = {str(k): v for k, v in hello.items()}
 
-    def start_episode(self, task: Mapping[str, Any]) -> None:
+    def begin_episode(self, task: Mapping[str, Any]) -> None:
         self.client.start_episode(task)
 
     def infer(self, observation: Observation) -> Mapping[str, Any]:
