@@ -80,6 +80,19 @@ def test_vla_eval_s_own_server_passes_over_its_wire(tmp_path: Path) -> None:
     assert set(verdicts(certificate).values()) == {"passed"}
 
 
+def test_a_server_the_profile_cannot_feed_fails_the_handshake_naming_why(tmp_path: Path) -> None:
+    pytest.importorskip("vla_eval")
+    port = free_port()
+    with serving(vla_eval_argv(port, "--args.state=true"), port, poll_s=0.2,
+                 health_path="/health") as served:
+        code, certificate, output = check_server(tmp_path, "vla-eval", served.uri)
+    assert code == 1, output
+    assert "test_it_answers_the_handshake_and_says_what_it_is" in certificate["failed"]
+    [handshake] = [c for c in certificate["checks"]
+                   if c["check"] == "test_it_answers_the_handshake_and_says_what_it_is"]
+    assert "asks for the state" in handshake["why"], handshake
+
+
 def test_a_vla_eval_server_that_ignores_episode_start_fails_the_reset_check(tmp_path: Path) -> None:
     pytest.importorskip("vla_eval")
     port = free_port()
