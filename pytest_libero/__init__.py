@@ -6,7 +6,7 @@ command, the options and the record (docs/records.md); every other module path i
 package's own and may change (docs/architecture.md, "The public surface"). Here:
 ``evaluate`` and what it returns or raises (the suite on a policy object, from a training
 loop), the policy contract a served or lent policy meets (``Policy``, ``BatchPolicy``,
-``Observation``, ``Reply``), a perturbation kind of your own (``Kind``, ``KindApplied``,
+``EpisodeAware``, ``Observation``, ``Reply``), a perturbation kind of your own (``Kind``, ``KindApplied``,
 ``Perturbation``, ``Context``, ``Magnitudes``), a simulator adapter of your own
 (``BenchmarkAdapter``, ``Episode``) and the typed record listeners get (``CaseRecord``).
 Each is imported on first use, so importing the plugin stays light.
@@ -49,13 +49,14 @@ if TYPE_CHECKING:
     from pytest_libero.api.evaluation import Evaluation
     from pytest_libero.episode.record import CaseRecord
     from pytest_libero.perturb.kind import Context, Kind, KindApplied, Magnitudes, Perturbation
-    from pytest_libero.policy.contract import BatchPolicy, Observation, Policy, Reply
+    from pytest_libero.policy.contract import BatchPolicy, EpisodeAware, Observation, Policy, Reply
 
 _HOMES = {
     "pytest_libero.api.evaluate": ("evaluate", "EvaluationRefused", "EvaluationFailed",
                                    "EvaluationInterrupted"),
     "pytest_libero.api.evaluation": ("Evaluation",),
-    "pytest_libero.policy.contract": ("Policy", "BatchPolicy", "Observation", "Reply"),
+    "pytest_libero.policy.contract": ("Policy", "BatchPolicy", "EpisodeAware", "Observation",
+                                      "Reply"),
     "pytest_libero.perturb.kind": ("Kind", "KindApplied", "Perturbation", "Context", "Magnitudes"),
     "pytest_libero.adapters.base": ("BenchmarkAdapter", "Episode"),
     "pytest_libero.episode.record": ("CaseRecord",),
@@ -64,7 +65,8 @@ _HOMES = {
 the plugin stays light), and that path keeps working too."""
 _LAZY = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
-    "BatchPolicy", "BenchmarkAdapter", "CaseRecord", "Context", "Episode", "Evaluation",
+    "BatchPolicy", "BenchmarkAdapter", "CaseRecord", "Context", "Episode", "EpisodeAware",
+    "Evaluation",
     "EvaluationFailed", "EvaluationInterrupted", "EvaluationRefused", "Kind", "KindApplied",
     "Magnitudes", "Observation", "Perturbation", "Policy", "Reply", "__version__", "evaluate",
     "unsupported_python",

@@ -23,6 +23,7 @@ PUBLIC = {
     "EvaluationRefused": "pytest_libero.api.evaluate",
     "Policy": "pytest_libero.policy.contract",
     "BatchPolicy": "pytest_libero.policy.contract",
+    "EpisodeAware": "pytest_libero.policy.contract",
     "Observation": "pytest_libero.policy.contract",
     "Reply": "pytest_libero.policy.contract",
     "Kind": "pytest_libero.perturb.kind",
