@@ -26,8 +26,7 @@ from pytest_libero.policy.vla_eval.payload import VlaEvalLayout
 from pytest_libero.protocol.errors import InvalidAction, SetupError
 
 pytest.importorskip("vla_eval")
-TASK = {"case": "libero_goal-03", "name": "open the top drawer of the cabinet",
-        "suite": "libero_goal", "task_id": 3, "episode_idx": 0}
+TASK = {"name": "open the top drawer of the cabinet", "suite": "libero_goal", "task_id": 3}
 STATE = [0.1, 0.2, 0.3, 0.0, 0.0, 1.5, 0.04, -0.04]
 
 

@@ -52,8 +52,8 @@ def start_episode(server: ServerUnderTest, policy: Policy) -> None:
     if isinstance(policy, EpisodeAware):
         golden = server.golden[0]
         suite, index = golden.case.rsplit("-", 1)
-        policy.begin_episode({"case": golden.case, "name": golden.observation.language,
-                              "suite": suite, "task_id": int(index), "episode_idx": 0})
+        policy.begin_episode({"name": golden.observation.language, "suite": suite,
+                              "task_id": int(index)})
 
 
 def actions_of(reply: Mapping[str, Any]) -> np.ndarray:

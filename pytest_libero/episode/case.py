@@ -43,7 +43,6 @@ from pytest_libero.policy.lent import as_lent
 from pytest_libero.policy.limits import check_metadata, recorded_metadata
 from pytest_libero.protocol.clock import REALTIME, measured_delay
 from pytest_libero.protocol.errors import EpisodeError, PerturbationNotApplied
-from pytest_libero.protocol.parameters import INIT_STATE_INDEX
 from pytest_libero.safety.signals import SIGNALS_NAME, Signals
 from pytest_libero.safety.verdict import evaluate
 
@@ -320,10 +319,11 @@ def state_fed(profile_says: str, policy_metadata: Mapping[str, Any]) -> str:
 
 
 def episode_task(entry: Entry) -> dict[str, Any]:
-    """What an :class:`EpisodeAware` policy is told of the case it starts."""
-    return {"case": entry.case_id, "name": entry.language, "suite": entry.suite,
-            "task_id": entry.index,
-            "episode_idx": INIT_STATE_INDEX if entry.state is None else entry.state}
+    """What an :class:`EpisodeAware` policy is told of the case it starts: the instruction
+    it is sent and the native task's suite and index (a perturbed or OOD case's twin's).
+    Never which init state, nor the case id, nor anything of a perturbation (P5)."""
+    native = (entry.twin or entry.id).task
+    return {"name": entry.language, "suite": native.suite, "task_id": native.index}
 
 
 def _assemble(

@@ -86,8 +86,9 @@ class BatchPolicy(Policy, Protocol):
 class EpisodeAware(Protocol):
     """A policy told which task each episode runs, right after its ``reset``: a wire whose
     server expects it (vla-eval's ``episode_start`` carries the task; CogACT's server,
-    say, picks its chunk length by suite). ``task`` holds the case's ``case``, ``name``
-    (the instruction sent), ``suite``, ``task_id`` and ``episode_idx`` (its init state)."""
+    say, picks its chunk length by suite). ``task`` holds ``name`` (the instruction sent),
+    ``suite`` and ``task_id`` (the native task's; a perturbed case's twin's): never which
+    init state, nor anything of a perturbation (P5)."""
 
     def begin_episode(self, task: Mapping[str, Any]) -> None: ...
 
