@@ -77,6 +77,8 @@ class WebsocketTransport:
     policy_keys: frozenset[str] = frozenset()
     tables = frozenset({"request", "launch"})
     episode_start_calls = 0
+    policy_class: Any = WebsocketPolicy
+    """What ``build`` makes: a websocket wire's policy over its own client."""
 
     def read(self, reader: TableReader, raw: Mapping[str, Any]) -> RequestLayout:
         table = reader.table(raw, "request", required=False)
@@ -107,7 +109,7 @@ class WebsocketTransport:
 
     def with_options(self, profile: ServedProfile, options: Mapping[str, Any]) -> Any:
         raise SetupError(f"--libero-policy-option: profile {profile.name!r} is served "
-                         "(transport websocket); its options belong to the server")
+                         f"(transport {self.name}); its options belong to the server")
 
     def endpoint_problem(self, endpoint: str) -> str | None:
         return address_problem(endpoint)
@@ -119,9 +121,10 @@ class WebsocketTransport:
         if not profile.endpoint:
             raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
                              "set it in the profile or pass --libero-endpoint=ws://HOST:PORT")
-        return WebsocketPolicy(profile.endpoint, layout=profile.settings,
-                               connect_timeout=profile.connect_timeout,
-                               call_timeout=profile.call_timeout, wait_s=profile.wait_s)
+        policy: Policy = self.policy_class(
+            profile.endpoint, layout=profile.settings, connect_timeout=profile.connect_timeout,
+            call_timeout=profile.call_timeout, wait_s=profile.wait_s)
+        return policy
 
     def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
         self._probe(profile, on_wait)

@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.policy.contract import Policy
 from pytest_libero.policy.errors import ProtocolViolation
 from pytest_libero.policy.limits import check_metadata
-from pytest_libero.policy.openpi.client import address_problem
 from pytest_libero.policy.openpi.probe import connect_within
+from pytest_libero.policy.openpi.transport import WebsocketTransport
 from pytest_libero.policy.transport import OnWait, ServedProfile, TableReader, read_constant
 from pytest_libero.policy.vla_eval.client import VlaEvalClient, VlaEvalPolicy
 from pytest_libero.policy.vla_eval.payload import STATE_DTYPES, STATE_KEYS, ServerWants, VlaEvalLayout
@@ -28,18 +27,17 @@ from pytest_libero.protocol.errors import SetupError
 _REQUEST_KEYS = {"image_format", "benchmark", "constants"}
 
 
-class VlaEvalTransport:
-    """vla-eval's websocket protocol (docs/models.md)."""
+class VlaEvalTransport(WebsocketTransport):
+    """vla-eval's websocket protocol (docs/models.md): openpi's transport in everything but
+    its table, its policy, its preflight and what it records."""
 
     name = "vla-eval"
-    served = True
     server_kind = "a vla-eval"
-    schemes = ("ws://", "wss://")
-    policy_keys: frozenset[str] = frozenset()
     tables = frozenset({"request"})
-    episode_start_calls = 0
+    policy_class = VlaEvalPolicy
 
-    def read(self, reader: TableReader, raw: Mapping[str, Any]) -> VlaEvalLayout:
+    def read(self, reader: TableReader, raw: Mapping[str, Any]) -> Any:
+        """The profile's [request] as a :class:`VlaEvalLayout`."""
         track = raw.get("track", "rgb")
         if track != "rgb":
             reader.fail("track", repr(track), "'rgb' with transport = 'vla-eval' (its state is an "
@@ -62,24 +60,6 @@ class VlaEvalTransport:
                        else "libero"),
             constants=constants,
         )
-
-    def with_options(self, profile: ServedProfile, options: Mapping[str, Any]) -> Any:
-        raise SetupError(f"--libero-policy-option: profile {profile.name!r} is served "
-                         "(transport vla-eval); its options belong to the server")
-
-    def endpoint_problem(self, endpoint: str) -> str | None:
-        return address_problem(endpoint)
-
-    def feeds_constants(self, settings: Any) -> bool:
-        return bool(settings.constants)
-
-    def build(self, profile: ServedProfile) -> Policy:
-        if not profile.endpoint:
-            raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
-                             "set it in the profile or pass --libero-endpoint=ws://HOST:PORT")
-        return VlaEvalPolicy(profile.endpoint, layout=profile.settings,
-                             connect_timeout=profile.connect_timeout,
-                             call_timeout=profile.call_timeout, wait_s=profile.wait_s)
 
     def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
         """The server's hello, held against the profile; run.json keeps what it asked."""
