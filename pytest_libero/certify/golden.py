@@ -17,11 +17,9 @@ from typing import Final
 
 import numpy as np
 
-from pytest_libero.data import data_path
-from pytest_libero.policy.builtin.demo_files import bounded
+from pytest_libero.policy.builtin.demo_files import pinned_bytes
 from pytest_libero.policy.contract import Observation
 from pytest_libero.protocol.hashing import sha256_bytes
-from pytest_libero.protocol.shipped import damaged
 
 GOLDEN_FOLDER: Final = "golden"
 SHIPPED_SHA256: Final[Mapping[str, str]] = {
@@ -48,18 +46,7 @@ class Golden:
 
 def golden_bytes(name: str) -> bytes:
     """A golden file's bytes, once they are those this version shipped."""
-    where, pinned = f"{GOLDEN_FOLDER}/{name}", SHIPPED_SHA256[name]
-    try:
-        data = bounded(data_path(GOLDEN_FOLDER).joinpath(name), MAX_BYTES)
-    except OSError as exc:
-        raise damaged(where, exc.strerror or str(exc)) from None
-    except ValueError as exc:
-        raise damaged(where, str(exc)) from None
-    digest = sha256_bytes(data)
-    if digest != pinned:
-        raise damaged(where, f"sha256 {digest[:12]}..., not the shipped {pinned[:12]}...: it "
-                             "was edited or replaced")
-    return data
+    return pinned_bytes(GOLDEN_FOLDER, name, SHIPPED_SHA256[name], MAX_BYTES)
 
 
 def golden_observations(*, proprio: bool) -> list[Golden]:

@@ -49,9 +49,15 @@ def shipped_name(name: str) -> str:
 def demo_bytes(name: str) -> bytes:
     """The shipped demo file ``name``'s bytes, once they are the ones this version
     shipped (DamagedInstall otherwise: missing, not a regular file, too large, edited)."""
-    where, pinned = shipped_name(name), SHIPPED_SHA256[name]
+    return pinned_bytes(DEMOS_FOLDER, name, SHIPPED_SHA256[name], MAX_BYTES)
+
+
+def pinned_bytes(folder: str, name: str, pinned: str, limit: int) -> bytes:
+    """The shipped file ``folder/name``'s bytes, read bounded, once their sha256 is
+    ``pinned`` (DamagedInstall otherwise: missing, not a regular file, too large, edited)."""
+    where = f"{folder}/{name}"
     try:
-        data = bounded(data_path(DEMOS_FOLDER).joinpath(name), MAX_BYTES)
+        data = bounded(data_path(folder).joinpath(name), limit)
     except OSError as exc:
         raise damaged(where, exc.strerror or str(exc)) from None
     except ValueError as exc:
