@@ -83,13 +83,16 @@ def test_a_hanging_policy_is_blamed_not_the_simulator(tmp_path: Path) -> None:
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(("workers", "tasks"), [([], 3), (["-n", "2"], 4)], ids=["serial", "xdist"])
 def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
-    pytester: pytest.Pytester, workers: list[str]
+    pytester: pytest.Pytester, workers: list[str], tasks: int
 ) -> None:
+    """Serially, case 0 runs, case 1 meets the dead server and case 2, set up ahead, is
+    left unattempted: three tasks are enough. Two workers each run a case before the
+    server dies, so they keep four (each case is a fresh environment, ~7 s)."""
     port = free_port()
     args = ["--libero-profile=smolvla", f"--libero-endpoint=ws://127.0.0.1:{port}",
-            "--libero-server-wait=2", "--libero-scope=development", "--libero-task-ids=0-3",
+            "--libero-server-wait=2", "--libero-scope=development", f"--libero-task-ids=0-{tasks - 1}",
             "--libero-min-success=0", *SMALL, *workers]
     with served("scripted_policies:CountsSinceReset", "die_at_episode=2", port=port) as server:
         result = pytester.runpytest(*args)
@@ -99,7 +102,7 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
     summary = json.loads((run / "summary.json").read_text())
     counts = summary["counts"]
     assert counts["unattempted"] >= 1 and counts["success"] == 0
-    assert counts["selected"] == 4 == counts["completed"] + counts["errored"] + counts["unattempted"]
+    assert counts["selected"] == tasks == counts["completed"] + counts["errored"] + counts["unattempted"]
     records = records_by_case(run)
     for record in records.values():  # every error keeps its own transport cause
         if record["outcome"] == "errored":
@@ -121,7 +124,7 @@ def test_a_server_that_dies_stops_the_run_and_resume_finishes_it(
     assert finish.ret == pytest.ExitCode.TESTS_FAILED  # native failures: a zero-ish policy
     summary = json.loads((run / "summary.json").read_text())
     assert summary["counts"]["unattempted"] == 0 and summary["stopped"] is None
-    assert set(records_by_case(run)) == {f"libero_10-0{i}" for i in range(4)}
+    assert set(records_by_case(run)) == {f"libero_10-0{i}" for i in range(tasks)}
 
 
 @pytest.mark.simulator
