@@ -40,6 +40,7 @@ import numpy as np
 import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 from websockets.asyncio.server import ServerConnection
+from websockets.frames import Frame, Opcode
 
 from harness.runs import run_folder, run_records
 from pytest_libero.catalog.entries import load_catalog
@@ -77,11 +78,16 @@ def object_array_pickle(marker: Path) -> bytes:
 
 
 @cache
-def oversized_reply() -> bytes:
-    """A well-formed msgpack map whose single value is a 100 MiB bin."""
+def oversized_frame() -> bytes:
+    """One unmasked binary websocket frame (serialized by websockets itself) holding a
+    well-formed msgpack map whose single value is a 100 MiB bin.
+
+    Built once, ahead of any request: framing 100 MiB copies it twice, which on a
+    loaded machine can take the server thread longer than a call timeout.
+    """
     data = msgpack.packb({"actions": bytes(OVERSIZED_BYTES)}, use_bin_type=True)
     assert isinstance(data, bytes) and len(data) > OVERSIZED_BYTES
-    return data
+    return Frame(Opcode.BINARY, data).serialize(mask=False)
 
 
 # ------------------------------------------------------------------ the matrix
@@ -92,7 +98,8 @@ class Behaviour:
     """One way a policy endpoint can answer its first call, and what must follow.
 
     Exactly one of ``reply`` (a map the server packs as openpi does), ``raw`` (frames
-    sent instead of a packed reply), ``sleep`` (how many call timeouts the policy takes,
+    sent instead of a packed reply), ``frame`` (bytes written to the socket as they
+    are: a whole websocket frame built ahead), ``sleep`` (how many call timeouts the policy takes,
     or ``math.inf`` for never), ``raises`` and ``drop`` describes the misbehaviour.
     ``kind`` is the expected ``error.kind`` ("" when the contract makes it no error),
     ``cause`` the expected ``error.cause`` and ``words`` a fragment the message (or
@@ -105,6 +112,7 @@ class Behaviour:
     words: str
     reply: Callable[[], dict[str, Any]] | None = None
     raw: Callable[[Path], bytes | str | list[bytes | str]] | None = None
+    frame: Callable[[], bytes] | None = None
     sleep: float | None = None
     raises: bool = False
     drop: bool = False
@@ -161,7 +169,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
               raw=lambda marker: server_pack(["actions", 0.0])),
     Behaviour("oversized", TRANSPORT, "protocol_violation",
               f"larger than max_message_bytes={DEFAULT_MAX_MESSAGE_BYTES}",
-              raw=lambda marker: oversized_reply()),
+              frame=oversized_frame),
     Behaviour("text_frame", TRANSPORT, "server_error", "ValueError: hostile policy raised",
               raises=True),
     Behaviour("dropped", TRANSPORT, "connection_lost", "before replying (code 1006",
@@ -201,8 +209,9 @@ class MatrixServer(OpenpiReferenceServer):
         self.release = threading.Event()  # lets a never-answering policy return at teardown
         self.events: list[tuple[float, str, str]] = []  # (monotonic time, prompt, what)
         self._lock = threading.Lock()
-        if any(b is not None and b.name == "oversized" for b in behaviours.values()):
-            oversized_reply()  # built now, not inside a timed call
+        for behaviour in behaviours.values():
+            if behaviour is not None and behaviour.frame is not None:
+                behaviour.frame()  # built now (cached), not inside a timed call
 
     async def _handler(self, ws: ServerConnection) -> None:
         _CONNECTION.set(ws)  # each connection's handler runs in its own task and context
@@ -227,6 +236,11 @@ class MatrixServer(OpenpiReferenceServer):
             return None
         if behaviour.raw is not None:
             return behaviour.raw(self.marker)
+        if behaviour.frame is not None:
+            # Only the send is left: the header leaves with the first write, and a
+            # memoryview spares the transport a copy of what the socket did not take.
+            _CONNECTION.get().transport.write(memoryview(behaviour.frame()))
+            return []
         if behaviour.drop:
             _CONNECTION.get().transport.abort()  # like a crash: no close frame
             return []
