@@ -2,6 +2,7 @@
 
     python -m release.device_bundle .device-bundle            # trace, stage, pack (~10 min here)
     python -m release.device_bundle .device-bundle --traces T # reuse the strace logs in T
+    python -m release.device_bundle .device-bundle --wheel W  # this checkout's wheel W, not built anew
 
 Then, on the GPU machine, one call per part, the last one running everything:
 ``bash .device-bundle/part-1/run.sh`` carrying ``.device-bundle/part-1``, and so on
@@ -52,7 +53,8 @@ def recompress_textures(stage: Path) -> dict[str, dict[str, str]]:
 
 
 def build(out: Path, part_bytes: int, traces: Path | None,
-          bench_cases: int = tracing.BENCH_CASES) -> list[Path]:
+          bench_cases: int = tracing.BENCH_CASES, wheel: Path | None = None,
+          preset: int = packing.PRESET) -> list[Path]:
     work = out / ".build"
     stage = work / "stage"
     stage.mkdir(parents=True)
@@ -66,7 +68,7 @@ def build(out: Path, part_bytes: int, traces: Path | None,
           f"(the GPU image holds the rest): {', '.join(sorted(carried))}; cp312 wheels of "
           f"{', '.join(sorted(downloaded))}", flush=True)
     wheels = dependencies.download_wheels(downloaded, work / "wheels")
-    wheels.append(staging.project_wheel(work / "project"))
+    wheels.append(wheel or staging.project_wheel(work / "project"))
     staging.unpack_wheels(wheels, stage)
 
     logs = sorted(traces.glob("*.strace")) if traces else tracing.trace_runs(work / "traces", bench_cases)
@@ -86,7 +88,7 @@ def build(out: Path, part_bytes: int, traces: Path | None,
                             text=True, check=False).stdout.strip()
     extra = {"built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
              "commit": commit, "python": "3.12", "carried": carried, "textures": kept}
-    parts = packing.write_parts(stage, out, part_bytes, extra)
+    parts = packing.write_parts(stage, out, part_bytes, extra, preset)
     shutil.rmtree(work)
     return parts
 
@@ -102,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-cases", type=int, default=tracing.BENCH_CASES, metavar="N",
                         help=f"trace the benchmark's first N tasks [{tracing.BENCH_CASES}, what its "
                              "largest run takes]; fewer only for a bundle that runs --smoke")
+    parser.add_argument("--wheel", type=Path, metavar="PATH",
+                        help="this checkout's pytest-libero wheel (python -m build), carried as it is "
+                             "instead of building one [built anew]")
+    parser.add_argument("--xz-preset", type=int, default=packing.PRESET, metavar="N",
+                        help=f"xz's preset for the archive, 0 to 9 [{packing.PRESET}]; a lower one packs "
+                             "several times faster into more bytes (the builder's own test)")
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"{args.out} is not empty: name a new folder, or remove that one")
@@ -110,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         PART_CAP_BYTES, DEVICE_CARRY_BYTES - travel - MIB)
     if not 1 <= args.bench_cases <= tracing.BENCH_CASES:
         parser.error(f"--bench-cases {args.bench_cases}: give 1 to {tracing.BENCH_CASES}")
-    parts = build(args.out.resolve(), part_bytes, args.traces, args.bench_cases)
+    if args.wheel is not None and not (args.wheel.is_file() and args.wheel.name.startswith("pytest_libero-")
+                                       and args.wheel.suffix == ".whl"):
+        parser.error(f"--wheel {args.wheel}: name a pytest_libero-*.whl file")
+    if not 0 <= args.xz_preset <= 9:
+        parser.error(f"--xz-preset {args.xz_preset}: give 0 to 9")
+    parts = build(args.out.resolve(), part_bytes, args.traces, args.bench_cases,
+                  args.wheel and args.wheel.resolve(), args.xz_preset)
     print(f"device bundle: {len(parts)} part(s) in {args.out} (at most {part_bytes / MIB:.1f} MiB each; "
           f"the checkout's own files add {travel / MIB:.1f} MiB to every call):")
     for part in parts:

@@ -2,6 +2,7 @@
 
     python3 BUNDLE/device_run.py --out DIR            # on the GPU machine (about 7 minutes)
     python3 BUNDLE/device_run.py --out DIR --smoke    # anywhere: -n 1, 5 controls, CPU allowed
+    python3 BUNDLE/device_run.py --out DIR --smoke --video-stride 5  # the demo's video at 4 fps
 
 Standard library only; it runs the machine's own ``python3`` with the bundle's folders
 on the path and everything else pointed inside the bundle (HOME, caches), no package
@@ -108,6 +109,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="a small CPU-allowed run (the proof here)")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--scratch", type=Path, default=BUNDLE.parent / "scratch")
+    parser.add_argument("--video-stride", type=int, metavar="N",
+                        help="the demo's video keeps one frame every N controls [1: every one]; "
+                             "5 renders a fifth as often (the builder's own test)")
     args = parser.parse_args()
     plan = SMOKE if args.smoke else DEVICE
     out: Path = args.out
@@ -128,6 +132,7 @@ def main() -> int:
     (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     demo_code, demo_s = tee([args.python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                              "--libero-profile=demo", "-n", plan["demo_workers"],
+                             *([f"--libero-video-stride={args.video_stride}"] if args.video_stride else []),
                              f"--libero-results={work / 'results'}"], out / "demo.txt", env, work)
     verdicts = demo_verdicts(work / "results")
 

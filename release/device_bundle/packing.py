@@ -26,6 +26,9 @@ ARCHIVE = "bundle.tar.xz"
 CARRIED = ("run.sh", "arrive.py", "textures.py")
 """Each part's own copies: the part that arrives last must be able to unpack alone."""
 READ_BYTES = 1 << 20
+PRESET = 6
+"""xz's preset for the archive; a lower one packs several times faster into more bytes
+(the builder's own test packs at 0)."""
 
 
 def file_sha256(path: Path) -> str:
@@ -43,24 +46,25 @@ def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def archive(stage: Path, target: Path) -> None:
-    """``stage`` as one .tar.xz at ``target``, in sorted order."""
+def archive(stage: Path, target: Path, preset: int = PRESET) -> None:
+    """``stage`` as one .tar.xz at ``target``, in sorted order, at xz's ``preset``."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(stage.rglob("*")):
             tar.add(path, arcname=path.relative_to(stage).as_posix(), recursive=False,
                     filter=_normalised)
-    target.write_bytes(lzma.compress(raw.getvalue(), preset=6))
+    target.write_bytes(lzma.compress(raw.getvalue(), preset=preset))
 
 
-def write_parts(stage: Path, out: Path, part_bytes: int, extra: Mapping[str, Any]) -> list[Path]:
+def write_parts(stage: Path, out: Path, part_bytes: int, extra: Mapping[str, Any],
+                preset: int = PRESET) -> list[Path]:
     """Pack ``stage`` into ``out/part-N`` folders of at most ``part_bytes`` each (the
     chunk plus the unpacking files and manifest)."""
     files = {path.relative_to(stage).as_posix(): file_sha256(path)
              for path in sorted(stage.rglob("*")) if path.is_file()}
     out.mkdir(parents=True, exist_ok=True)
     whole = out / ARCHIVE
-    archive(stage, whole)
+    archive(stage, whole, preset)
     here = Path(__file__).parent
     draft = json.dumps({"schema": SCHEMA, **extra, "files": files}, indent=0, sort_keys=True)
     overhead = sum((here / name).stat().st_size for name in CARRIED) + len(draft.encode()) + 64_000
