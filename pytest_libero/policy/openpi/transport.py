@@ -10,7 +10,7 @@ transport a ``transport = "websocket"`` profile names: it reads the profile's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -77,7 +77,7 @@ class WebsocketTransport:
     policy_keys: frozenset[str] = frozenset()
     tables = frozenset({"request", "launch"})
     episode_start_calls = 0
-    policy_class: Any = WebsocketPolicy
+    policy_class: Callable[..., Policy] = WebsocketPolicy
     """What ``build`` makes: a websocket wire's policy over its own client."""
 
     def read(self, reader: TableReader, raw: Mapping[str, Any]) -> RequestLayout:
@@ -121,10 +121,9 @@ class WebsocketTransport:
         if not profile.endpoint:
             raise SetupError(f"profile {profile.name!r} ({profile.source}): no policy.endpoint; "
                              "set it in the profile or pass --libero-endpoint=ws://HOST:PORT")
-        policy: Policy = self.policy_class(
+        return self.policy_class(
             profile.endpoint, layout=profile.settings, connect_timeout=profile.connect_timeout,
             call_timeout=profile.call_timeout, wait_s=profile.wait_s)
-        return policy
 
     def preflight(self, profile: ServedProfile, on_wait: OnWait | None) -> dict[str, Any]:
         self._probe(profile, on_wait)
