@@ -126,3 +126,20 @@ def test_a_damaged_chunk_is_refused_by_name_and_nothing_unpacks(tmp_path: Path) 
     assert refused.returncode == 2, refused
     assert f"{chunk} does not hash to its manifest's sha256; nothing was run" in refused.stderr
     assert not (tmp_path / "dest" / "bundle").exists()
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    (["-m", "release.device_bundle", "{out}", "--wheel", "{readme}"],
+     "--wheel {readme}: name a pytest_libero-*.whl file"),
+    (["-m", "release.device_bundle", "{out}", "--xz-preset", "12"], "--xz-preset 12: give 0 to 9"),
+    (["release/device_bundle/device_run.py", "--out", "{out}", "--video-stride", "0"],
+     "--video-stride 0: give 1 or more"),
+], ids=["wheel-not-a-wheel", "xz-preset-out-of-range", "video-stride-zero"])
+def test_the_builder_and_the_device_run_refuse_a_bad_option_by_name_at_once(
+        tmp_path: Path, command: list[str], said: str) -> None:
+    root = Path(__file__).resolve().parents[1]
+    where = {"out": str(tmp_path / "out"), "readme": str(root / "README.md")}
+    done = subprocess.run([sys.executable, *(part.format(**where) for part in command)], cwd=root,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and said.format(**where) in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists(), "a refused option leaves nothing behind"

@@ -113,6 +113,8 @@ def main() -> int:
                         help="the demo's video keeps one frame every N controls [1: every one]; "
                              "5 renders a fifth as often (the builder's own test)")
     args = parser.parse_args()
+    if args.video_stride is not None and args.video_stride < 1:
+        parser.error(f"--video-stride {args.video_stride}: give 1 or more (1 keeps every control)")
     plan = SMOKE if args.smoke else DEVICE
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +134,7 @@ def main() -> int:
     (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     demo_code, demo_s = tee([args.python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                              "--libero-profile=demo", "-n", plan["demo_workers"],
-                             *([f"--libero-video-stride={args.video_stride}"] if args.video_stride else []),
+                             *([f"--libero-video-stride={args.video_stride}"] if args.video_stride is not None else []),
                              f"--libero-results={work / 'results'}"], out / "demo.txt", env, work)
     verdicts = demo_verdicts(work / "results")
 
