@@ -132,9 +132,10 @@ def main() -> int:
     work = args.scratch / "demo"
     work.mkdir(parents=True)
     (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    stride = [] if args.video_stride is None else [f"--libero-video-stride={args.video_stride}"]
     demo_code, demo_s = tee([args.python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                              "--libero-profile=demo", "-n", plan["demo_workers"],
-                             *([f"--libero-video-stride={args.video_stride}"] if args.video_stride is not None else []),
+                             *stride,
                              f"--libero-results={work / 'results'}"], out / "demo.txt", env, work)
     verdicts = demo_verdicts(work / "results")
 
