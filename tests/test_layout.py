@@ -56,6 +56,7 @@ code (results, report, audit, the plugin) reaches an adapter through the registr
 
 SIMULATOR_IMPORTERS = {
     "pytest_libero.adapters.libero",
+    "pytest_libero.adapters.setup_work",
     "pytest_libero.episode.preload",
     "pytest_libero.catalog.inventory",
     "pytest_libero.evidence.renderer",

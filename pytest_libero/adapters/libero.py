@@ -26,6 +26,7 @@ import numpy as np
 from pytest_libero.adapters.goal_probe import GoalProbe
 from pytest_libero.adapters.random_stream import replay_resets
 from pytest_libero.adapters.safety_probe import SafetyProbe
+from pytest_libero.adapters.setup_work import compiled_once, unseen_renders
 from pytest_libero.catalog.entries import Entry
 from pytest_libero.catalog.inventory import installed_files, load_states, states_sha256
 from pytest_libero.catalog.placement import Placement
@@ -178,26 +179,29 @@ class LiberoEpisode:
             "seed": seed,
         }
         horizon = SETTLE_CONTROLS + control_cap + 1
-        if kept is not None:
-            self._env, made = kept.env, kept.resets
-            kept.check(self.entry, horizon)
-            self._kept = replace(kept, resets=index + 1, episodes=kept.episodes + 1)
-        else:
-            self._env, made = OffScreenRenderEnv(
-                bddl_file_name=str(bddl),
-                camera_heights=IMAGE_SIZE,
-                camera_widths=IMAGE_SIZE,
-                horizon=horizon,
-                ignore_done=True,
-            ), 0
-            self._env.seed(seed)
-            self._kept = KeptEnvironment(self._env, self.entry.bddl_file, horizon,
-                                         resets=index + 1, first_state=index, episodes=1)
-        if full:
-            kept_from = self._kept.first_state if self._kept.episodes > 1 else None
-            self.identity["schedule"] = replay_resets(index, self._env.reset, made=made,
-                                                      kept_from=kept_from)
-        self._env.reset()
+        with compiled_once():  # the build and every reset compile one scene (setup_work.py)
+            if kept is not None:
+                self._env, made = kept.env, kept.resets
+                kept.check(self.entry, horizon)
+                self._kept = replace(kept, resets=index + 1, episodes=kept.episodes + 1)
+            else:
+                with unseen_renders(context=False):  # the first reset replaces its simulation
+                    self._env, made = OffScreenRenderEnv(
+                        bddl_file_name=str(bddl),
+                        camera_heights=IMAGE_SIZE,
+                        camera_widths=IMAGE_SIZE,
+                        horizon=horizon,
+                        ignore_done=True,
+                    ), 0
+                self._env.seed(seed)
+                self._kept = KeptEnvironment(self._env, self.entry.bddl_file, horizon,
+                                             resets=index + 1, first_state=index, episodes=1)
+            if full:
+                kept_from = self._kept.first_state if self._kept.episodes > 1 else None
+                self.identity["schedule"] = replay_resets(index, self.positioning_reset,
+                                                          made=made, kept_from=kept_from)
+            with unseen_renders(context=True):  # the case installs and settles before it looks
+                self._env.reset()
         self._perturbation.on_scene()
         if self.render == "consumed":
             self._install_gates()
@@ -211,6 +215,12 @@ class LiberoEpisode:
         if self.monitor_safety:
             self.safety = SafetyProbe(self._env.env)  # baselines: the settled scene
         self.goals = GoalProbe(self._env.env, bddl)  # held_at_start: the settled scene
+
+    def positioning_reset(self) -> None:
+        """A native reset as full mode makes it before the episode's own (the cost probe
+        times it too): the next reset replaces its simulation, so it opens no GL context."""
+        with unseen_renders(context=False):
+            self._env.reset()
 
     @property
     def env(self) -> Any:
