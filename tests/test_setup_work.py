@@ -97,7 +97,8 @@ def test_a_set_up_opens_one_context_and_renders_only_the_first_observation(
         assert np.asarray(episode.frame()).any(), "the first observation is a real render"
 
 
-def test_the_switches_act_on_the_setting_up_thread_inside_the_block_only() -> None:
+def test_the_switches_act_on_the_setting_up_thread_inside_the_block_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import mujoco
     from robosuite.environments import base
     from robosuite.utils.binding_utils import MjRenderContextOffscreen, MjSim
@@ -137,7 +138,15 @@ def test_the_switches_act_on_the_setting_up_thread_inside_the_block_only() -> No
         mujoco.mj_saveModel(model, None, buffer)
         return buffer.tobytes()
 
+    compiles = []
+    compile_ = mujoco.MjModel.from_xml_string
+    monkeypatch.setattr(mujoco.MjModel, "from_xml_string",
+                        lambda xml: compiles.append(xml) or compile_(xml))
     with compiled_once():
-        first, second = MjSim.from_xml_string(SCENE), MjSim.from_xml_string(SCENE)
-    assert first.model._model is not second.model._model
-    assert mjb(first.model._model) == mjb(second.model._model) == mjb(sim.model._model)
+        with unseen_renders(context=False):
+            thrown = [MjSim.from_xml_string(SCENE), MjSim.from_xml_string(SCENE)]
+        kept = MjSim.from_xml_string(SCENE)  # the case's: the compiled model itself
+    assert len(compiles) == 1
+    models = [made.model._model for made in (*thrown, kept)]
+    assert len({id(model) for model in models}) == 3
+    assert {mjb(model) for model in models} == {mjb(sim.model._model)}

@@ -19,7 +19,8 @@ model (the same MJB bytes). So, for the thread that sets up and only while it do
   and with ``context`` off gives a new simulation a stand-in offscreen context that
   holds the view options robosuite sets and cannot draw. The simulation a case keeps
   gets a real context, opened where robosuite opens it.
-- :func:`compiled_once` hands out a copy of a scene already compiled in the same block.
+- :func:`compiled_once` compiles each scene once per block: a simulation the next reset
+  throws away gets a copy, the one the case keeps the compiled model itself.
 
 The observation tests compare the result with LIBERO's own loop bit for bit.
 
@@ -91,7 +92,10 @@ def _install() -> None:
             model = compiled.get(xml)
             if model is None:
                 model = compiled[xml] = mujoco.MjModel.from_xml_string(xml)
-            return cls(copy.copy(model))
+            if getattr(_inside, "no_context", False):  # thrown away by the next reset
+                return cls(copy.copy(model))
+            del compiled[xml]  # the case keeps this simulation: the compiled model itself
+            return cls(model)
 
         MjSim.render = switched_render
         MjSim.from_xml_string = classmethod(switched_compile)
@@ -119,5 +123,6 @@ def unseen_renders(*, context: bool) -> AbstractContextManager[None]:
 
 
 def compiled_once() -> AbstractContextManager[None]:
-    """Inside, on this thread, a scene compiled here before is copied, not compiled."""
+    """Inside, on this thread, a scene compiled here before is copied, not compiled
+    again; the simulation the case keeps (a real GL context) takes the model itself."""
     return _this_thread(compiled={})
