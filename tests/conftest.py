@@ -29,6 +29,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # xdist hands out --dist loadfile's files in the collected order only when told not to
+    # sort them by their number of tests first (its --loadscope-reorder, on by default):
+    # the order below is by measured seconds.
+    config.option.loadscopereorder = False
     out = config.getoption("--file-times")
     if out is not None:
         config.pluginmanager.register(file_times.Recorder(out), "file-times")
