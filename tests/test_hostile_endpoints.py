@@ -41,6 +41,7 @@ import pytest
 from openpi_reference_server import OpenpiReferenceServer, server_pack
 from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame, Opcode
+from websockets.protocol import State
 
 from harness.runs import run_folder, run_records
 from pytest_libero.catalog.entries import load_catalog
@@ -99,8 +100,9 @@ class Behaviour:
 
     Exactly one of ``reply`` (a map the server packs as openpi does), ``raw`` (frames
     sent instead of a packed reply), ``frame`` (bytes written to the socket as they
-    are: a whole websocket frame built ahead), ``sleep`` (how many call timeouts the policy takes,
-    or ``math.inf`` for never), ``raises`` and ``drop`` describes the misbehaviour.
+    are: a whole websocket frame built ahead), ``sleep`` (how many call timeouts the policy takes
+    at most, answering as soon as the client gives the connection up; ``math.inf`` for never),
+    ``raises`` and ``drop`` describes the misbehaviour.
     ``kind`` is the expected ``error.kind`` ("" when the contract makes it no error),
     ``cause`` the expected ``error.cause`` and ``words`` a fragment the message (or
     the server's traceback) must hold.
@@ -256,11 +258,22 @@ class MatrixServer(OpenpiReferenceServer):
             if math.isinf(behaviour.sleep):
                 self.release.wait(300)
             else:
-                time.sleep(self.call_timeout * behaviour.sleep)
+                self._until_given_up(self.call_timeout * behaviour.sleep)
             self._log(prompt, "late reply")
             return {"actions": hold(LATE_GRIPPER), "late": True}
         assert behaviour.reply is not None
         return behaviour.reply()
+
+    @staticmethod
+    def _until_given_up(most_s: float) -> None:
+        """Wait until the client closes this connection (a correct one does at its call
+        timeout), at most ``most_s``: the late reply then follows at once, well before the
+        next case, set up in a second or two, can ask anything; a client that kept the
+        socket would find it waiting there."""
+        connection = _CONNECTION.get()
+        deadline = time.monotonic() + most_s
+        while connection.state is State.OPEN and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def __enter__(self) -> MatrixServer:
         self.start()
@@ -413,7 +426,7 @@ SUITE = "libero_90"
 SESSION_CALL_TIMEOUT = 2.0
 # Case order (native order of the selected tasks): healthy cases between and last, each
 # timeout followed at once by a healthy case. None leads: each case is a fresh
-# environment (~7 s), and a healthy first case would check nothing the later ones do not.
+# environment (a few seconds), and a healthy first case would check nothing the later ones do not.
 ORDER: tuple[str | None, ...] = (
     "nan", "inf", "six_dims", "eight_dims", "three_d", "empty_chunk", "strings",
     "booleans", "object_dtype", "out_of_range", "no_actions", "stop_only", "pickle",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import threading
 from typing import Any
 
@@ -150,3 +151,22 @@ def test_the_switches_act_on_the_setting_up_thread_inside_the_block_only(
     models = [made.model._model for made in (*thrown, kept)]
     assert len({id(model) for model in models}) == 3
     assert {mjb(model) for model in models} == {mjb(sim.model._model)}
+
+
+def test_a_robosuite_imported_again_is_switched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytester's in-process runs drop from ``sys.modules`` what they imported: a robosuite
+    imported again later is a new one, as shipped, and the next set-up switches it too."""
+    from pytest_libero.adapters.setup_work import unseen_renders
+
+    with unseen_renders(context=False):
+        pass  # the robosuite imported now holds the switches
+    for name in [m for m in sys.modules if m == "robosuite" or m.startswith("robosuite.")]:
+        monkeypatch.delitem(sys.modules, name)  # put back after the test
+    from robosuite.environments import base
+    from robosuite.utils.binding_utils import MjSim
+
+    assert "_pytest_libero_setup_work" not in vars(MjSim)
+    with unseen_renders(context=False):
+        frame = MjSim.render(object(), camera_name="agentview", width=4, height=3)
+        assert frame.shape == (3, 4, 3) and not frame.any()  # answered without a simulation
+        assert base.MjRenderContextOffscreen.__name__ == "switched_opener"

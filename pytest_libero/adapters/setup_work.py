@@ -24,8 +24,8 @@ model (the same MJB bytes). So, for the thread that sets up and only while it do
 
 The observation tests compare the result with LIBERO's own loop bit for bit.
 
-The switches are put into robosuite once per process and act only on a thread inside
-one of the blocks; everywhere else robosuite runs as shipped.
+The switches are put into robosuite once per import of it and act only on a thread
+inside one of the blocks; everywhere else robosuite runs as shipped.
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ import numpy as np
 _inside = threading.local()
 """This thread's blocks: ``renders`` unseen, ``no_context``, ``compiled`` (XML -> model)."""
 _installing = threading.Lock()
-_installed = False
+_SWITCHED = "_pytest_libero_setup_work"
+"""Marks the robosuite objects that hold the switches: a robosuite imported again (a
+process that dropped it from ``sys.modules``, as pytester's in-process runs do) is
+switched again, never left as shipped by a flag that outlived it."""
 
 
 class _NoContext:
@@ -64,15 +67,14 @@ def _black_frame(width: int | None = None, height: int | None = None, *, depth: 
 
 
 def _install() -> None:
-    """Put the three switches into robosuite, once per process."""
-    global _installed
-    with _installing:
-        if _installed:
-            return
-        import mujoco
-        from robosuite.environments import base
-        from robosuite.utils.binding_utils import MjSim
+    """Put the three switches into robosuite, once per import of it."""
+    import mujoco
+    from robosuite.environments import base
+    from robosuite.utils.binding_utils import MjSim
 
+    with _installing:
+        if vars(MjSim).get(_SWITCHED) and getattr(base, _SWITCHED, False):
+            return
         render, opener = MjSim.render, base.MjRenderContextOffscreen
         compile_ = vars(MjSim)["from_xml_string"].__func__
 
@@ -100,7 +102,8 @@ def _install() -> None:
         MjSim.render = switched_render
         MjSim.from_xml_string = classmethod(switched_compile)
         base.MjRenderContextOffscreen = switched_opener
-        _installed = True
+        setattr(MjSim, _SWITCHED, True)
+        setattr(base, _SWITCHED, True)
 
 
 @contextmanager
