@@ -36,8 +36,10 @@ WAIT_S = 240.0
 
 
 def encoders(root: int) -> list[int]:
-    """The ffmpeg processes below ``root`` right now."""
-    return [p for p in proctree.descendants(root) if "ffmpeg" in proctree.cmdline(p).split(" ", 1)[0]]
+    """The ffmpeg processes below ``root`` encoding a stream right now (not the forkserver's
+    brief ``ffmpeg -version``, which a poll can also catch)."""
+    return [p for p in proctree.descendants(root)
+            if "ffmpeg" in (line := proctree.cmdline(p)).split(" ", 1)[0] and " rawvideo " in line]
 
 
 def started(command: list[str], cwd: Path, sigint: signal.Handlers) -> subprocess.Popen[bytes]:
@@ -51,10 +53,11 @@ def signal_mid_episode(run: subprocess.Popen[bytes]) -> list[int]:
     """SIGINT to the run's whole group once its case's encoders are writing; every
     process below it at that moment."""
     deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline and run.poll() is None and not encoders(run.pid):
+    seen: list[int] = []
+    while time.monotonic() < deadline and run.poll() is None and not (seen := encoders(run.pid)):
         time.sleep(0.1)
-    # How the run ended, when it did so unseen (once on a loaded machine).
-    assert encoders(run.pid), f"the case's encoders were never seen running:\n{ended(run)[-3000:]}"
+    # How the run ended, when it did so unseen.
+    assert seen, f"the case's encoders were never seen running:\n{ended(run)[-3000:]}"
     everything = proctree.descendants(run.pid)
     os.killpg(run.pid, signal.SIGINT)
     return everything
