@@ -156,7 +156,7 @@ def test_the_switches_act_on_the_setting_up_thread_inside_the_block_only(
 def test_a_robosuite_imported_again_is_switched_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytester's in-process runs drop from ``sys.modules`` what they imported: a robosuite
     imported again later is a new one, as shipped, and the next set-up switches it too."""
-    from pytest_libero.adapters.setup_work import unseen_renders
+    from pytest_libero.adapters.setup_work import _SWITCHED, unseen_renders
 
     with unseen_renders(context=False):
         pass  # the robosuite imported now holds the switches
@@ -165,7 +165,7 @@ def test_a_robosuite_imported_again_is_switched_again(monkeypatch: pytest.Monkey
     from robosuite.environments import base
     from robosuite.utils.binding_utils import MjSim
 
-    assert "_pytest_libero_setup_work" not in vars(MjSim)
+    assert _SWITCHED not in vars(MjSim)
     with unseen_renders(context=False):
         frame = MjSim.render(object(), camera_name="agentview", width=4, height=3)
         assert frame.shape == (3, 4, 3) and not frame.any()  # answered without a simulation

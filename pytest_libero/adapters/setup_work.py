@@ -67,25 +67,23 @@ def _black_frame(width: int | None = None, height: int | None = None, *, depth: 
 
 
 def _install() -> None:
-    """Put the three switches into robosuite, once per import of it."""
+    """Put the three switches into robosuite, each once per import of the module holding it."""
     import mujoco
     from robosuite.environments import base
     from robosuite.utils.binding_utils import MjSim
 
     with _installing:
-        if vars(MjSim).get(_SWITCHED) and getattr(base, _SWITCHED, False):
+        if not getattr(base, _SWITCHED, False):
+            _switch_opener(base)
+        if vars(MjSim).get(_SWITCHED):
             return
-        render, opener = MjSim.render, base.MjRenderContextOffscreen
+        render = MjSim.render
         compile_ = vars(MjSim)["from_xml_string"].__func__
 
         def switched_render(sim: MjSim, *args: Any, **kwargs: Any) -> Any:
             if getattr(_inside, "renders", False):
                 return _black_frame(*args, **kwargs)
             return render(sim, *args, **kwargs)
-
-        def switched_opener(sim: MjSim, *args: Any, **kwargs: Any) -> Any:
-            chosen = _NoContext if getattr(_inside, "no_context", False) else opener
-            return chosen(sim, *args, **kwargs)
 
         def switched_compile(cls: type[MjSim], xml: str) -> MjSim:
             compiled: dict[str, Any] | None = getattr(_inside, "compiled", None)
@@ -101,9 +99,19 @@ def _install() -> None:
 
         MjSim.render = switched_render
         MjSim.from_xml_string = classmethod(switched_compile)
-        base.MjRenderContextOffscreen = switched_opener
         setattr(MjSim, _SWITCHED, True)
-        setattr(base, _SWITCHED, True)
+
+
+def _switch_opener(base: Any) -> None:
+    """Give robosuite's environments (module ``base``) the switched offscreen context."""
+    opener = base.MjRenderContextOffscreen
+
+    def switched_opener(sim: Any, *args: Any, **kwargs: Any) -> Any:
+        chosen = _NoContext if getattr(_inside, "no_context", False) else opener
+        return chosen(sim, *args, **kwargs)
+
+    base.MjRenderContextOffscreen = switched_opener
+    setattr(base, _SWITCHED, True)
 
 
 @contextmanager
