@@ -105,16 +105,19 @@ def assert_opens_only_installed_files(ran: Ran, installed: Installed, needed: se
 
 
 class InstalledArtifact:
-    """A plain install of ``artifact`` ("wheel" or "sdist") and the zero smoke run from it."""
+    """A plain install of ``artifact`` ("wheel" or "sdist") with ``installer`` ("pip" or
+    "uv") and the zero smoke run from it."""
 
     artifact = ""
+    installer = "pip"
 
     @pytest.fixture(scope="class")
     @classmethod
     def installed(cls, artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Installed:
         base = interpreter(f"{sys.version_info.major}.{sys.version_info.minor}")
         assert base is not None
-        done = install(getattr(artifacts, cls.artifact), cls.venv_folder(tmp_path_factory), base)
+        done = install(getattr(artifacts, cls.artifact), cls.venv_folder(tmp_path_factory), base,
+                       installer=cls.installer)
         done.trace_opens()
         return done
 

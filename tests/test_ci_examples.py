@@ -367,9 +367,9 @@ Job = tuple[Workspace, dict[str, subprocess.CompletedProcess[str]]]
 
 GATE_SELECTION = ("--libero-scope=task_coverage --libero-suite=libero_goal --libero-task-ids=6 "
                   "--libero-video-stride=5")
-"""The gate job's selection here: the demo's shortest recording (63 controls; the smoke's
-libero_10-00 takes 180, and the smoke job runs that one as written), a video frame every
-five controls (no test reads the video; the report still holds one)."""
+"""The gate job's selection here: the demo's shortest recording (63 controls), the one the
+smoke job names, with a video frame every five controls (no test reads the video; the
+report still holds one); the smoke job runs it as written, every frame."""
 
 
 @pytest.fixture(scope="module")

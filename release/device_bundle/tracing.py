@@ -2,8 +2,10 @@
 
 MuJoCo reads meshes and textures from C, out of sight of Python's audit hooks, so the
 runs are traced at the system-call level (``strace -f -e trace=%file``: every call that
-names a path, opens and stats alike). A path counts when it names a regular file that
-exists; which of them the bundle keeps is ``staging.py``'s choice.
+names a path, opens and stats alike; ``--seccomp-bpf`` stops the runs at those calls
+only, which took a traced demo from 49 to 43 s on a loaded machine, finding the same
+files). A path counts when it names a regular file that exists; which of them the
+bundle keeps is ``staging.py``'s choice.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def trace_runs(logs: Path, bench_cases: int = BENCH_CASES) -> list[Path]:
         log = logs / f"{label}.strace"
         with tempfile.TemporaryDirectory(prefix=f"bundle-trace-{label}-") as work:
             Path(work, "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-            command = [strace_path(), "-f", "-qq", "-e", "trace=%file", "-o", str(log),
+            command = [strace_path(), "-f", "--seccomp-bpf", "-qq", "-e", "trace=%file", "-o", str(log),
                        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                        f"--libero-results={work}/results", *arguments]
             env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
