@@ -57,7 +57,7 @@ def test_an_episode_missing_a_member_errors_its_case_naming_it(pytester: pytest.
     result = pytester.runpytest("--libero-profile=zero",
                                 "--libero-adapter=adapters_under_test:OpensHalfAnEpisode",
                                 "--libero-scope=task_coverage", "--libero-suite=libero_10",
-                                "--libero-task-ids=0")
+                                "--libero-task-ids=0", "--libero-isolation=none")  # no scene to warm
     result.assert_outcomes(errors=1)
     [record] = run_records(run_folder(pytester.path / "libero-results"))
     assert (record["error"]["kind"], record["error"]["cause"]) == ("environment", "environment")

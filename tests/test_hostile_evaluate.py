@@ -161,7 +161,8 @@ def test_a_run_id_that_already_finished_is_refused_not_returned(tmp_path: Path) 
     made.rename(finished)
     summary = (finished / "summary.json").read_bytes()
     with pytest.raises(EvaluationRefused) as refused:
-        evaluate("zero", run_id="finished", results=tmp_path / "results", task_ids=[0], **SHORT)  # type: ignore[arg-type]
+        evaluate("zero", run_id="finished", results=tmp_path / "results", task_ids=[0],  # type: ignore[arg-type]
+                 pytest_args=["--libero-isolation=none"], **SHORT)  # refused before any case
     said = str(refused.value)
     assert said.startswith(f"run folder {finished} already exists; a run never overwrites another"), said
     assert len(said.splitlines()) == 1, said
@@ -299,7 +300,8 @@ READ_ONLY = textwrap.dedent('''
         def infer(self, observation): raise AssertionError("no case may run")
 
     try:
-        evaluate(Still(), task_ids=[0], results=sys.argv[1], scope="task_coverage", suite="libero_10")
+        evaluate(Still(), task_ids=[0], results=sys.argv[1], scope="task_coverage", suite="libero_10",
+                 pytest_args=["--libero-isolation=none"])  # refused before any case: no forkserver
     except EvaluationRefused as exc:
         print(f"refused: {exc}")
 ''')

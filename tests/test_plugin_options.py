@@ -123,7 +123,9 @@ def test_run_folder_is_never_reused_and_collect_only_writes_none(
         [policy]
         factory = "scripted_policies:ResetFails"
     """)
-    args = [f"--libero-profile={profile}", "--libero-run-id=fixed", "--libero-results=out"]
+    # In-process cases: no forkserver compiling a scene that no case of this run builds.
+    args = [f"--libero-profile={profile}", "--libero-run-id=fixed", "--libero-results=out",
+            "--libero-isolation=none"]
     assert pytester.runpytest(*args, "--collect-only").ret == 0
     assert not (pytester.path / "out").exists()  # listing cases writes nothing
     first = pytester.runpytest(*args)
