@@ -28,6 +28,8 @@ TRACE_MODULE = "_pytest_libero_open_trace"
 CANDIDATE_MINORS = tuple(f"3.{minor}" for minor in range(8, 16))
 """The Python versions asked of ``requires-python``: every one it could admit today."""
 INSTALL_TIMEOUT_S = 900.0
+UV = Path(sys.executable).with_name("uv")
+"""The tests' own uv (the test extra installs it beside this python)."""
 
 
 @dataclass(frozen=True)
@@ -125,11 +127,9 @@ def install(artifact: Path, venv: Path, base: Path, *, installer: str = "pip") -
         run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(artifact)],
             INSTALL_TIMEOUT_S, f"pip install {artifact.name} (needs the package index)")
     elif installer == "uv":
-        uv = Path(sys.executable).with_name("uv")
-        run([str(uv), "venv", "--quiet", "--python", str(base), str(venv)], 180,
-            f"uv venv with {base}")
-        run([str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-             str(artifact)], INSTALL_TIMEOUT_S, f"uv pip install {artifact.name} (needs the package index)")
+        uv_venv(venv, base)
+        uv_install(venv / "bin" / "python", str(artifact), timeout=INSTALL_TIMEOUT_S,
+                   what=f"uv pip install {artifact.name} (needs the package index)")
     else:
         raise ValueError(f"installer {installer!r}: pip or uv")
     installed = Installed(venv)
@@ -137,6 +137,18 @@ def install(artifact: Path, venv: Path, base: Path, *, installer: str = "pip") -
                 120, "importing the installed pytest_libero", cwd=venv)
     assert where.stdout.strip().startswith(str(venv)), f"not the install: {where.stdout}"
     return installed
+
+
+def uv_venv(venv: Path, base: Path, *, seed: bool = False, timeout: float = 180) -> None:
+    """A new venv at ``venv`` made by uv from the base interpreter ``base`` (``seed``:
+    with pip in it)."""
+    run([str(UV), "venv", "--quiet", *(["--seed"] if seed else []), "--python", str(base), str(venv)],
+        timeout, f"uv venv with {base}")
+
+
+def uv_install(python: Path, *args: str, timeout: float, what: str) -> None:
+    """``uv pip install args`` into the venv of ``python``; ``what`` names it if it fails."""
+    run([str(UV), "pip", "install", "--quiet", "--python", str(python), *args], timeout, what)
 
 
 def in_work(installed: Installed, work: Path, args: list[str], *, timeout: float = 900,

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from installs import interpreter
+from installs import interpreter, uv_install, uv_venv
 from shared_once import used_once
 from venvs import clean_env, run
 
@@ -80,20 +80,18 @@ def _ready(venv: Path) -> Path:
     started = time.monotonic()
     base, minor = base_python()
     requirement, version = RELEASES[minor]
-    uv = Path(sys.executable).with_name("uv")
-    into = [str(uv), "pip", "install", "--quiet", "--python", str(python)]
     if not python.exists():
-        # The venv is made from the base interpreter: nothing of this venv leaks in.
-        run([str(uv), "venv", "--quiet", "--python", str(base), str(venv)], 120,
-            "creating the lerobot venv")
+        uv_venv(venv, base, timeout=120)  # from the base interpreter: nothing of this venv leaks in
     has = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('lerobot'))"],
                          capture_output=True, text=True, timeout=120, env=clean_env())
     if has.stdout.strip() != version:
-        run([*into, requirement], 1500, f"uv pip install {requirement} into {venv} (needs the "
-            "package index; torch with its CUDA wheels is about 6 GB)")
+        uv_install(python, requirement, timeout=1500, what=f"uv pip install {requirement} into {venv} "
+                   "(needs the package index; torch with its CUDA wheels is about 6 GB)")
     # This checkout without its dependencies: the simulator stack is not needed there.
-    run([*into, "--no-deps", "-e", str(ROOT)], 300, "installing this checkout into the lerobot venv")
-    run([*into, *BESIDE], 300, "installing the checkout's own few dependencies into the lerobot venv")
+    uv_install(python, "--no-deps", "-e", str(ROOT), timeout=300,
+               what="installing this checkout into the lerobot venv")
+    uv_install(python, *BESIDE, timeout=300,
+               what="installing the checkout's own few dependencies into the lerobot venv")
     where = run([str(python), "-c", "import lerobot, torch, pytest_libero.cli; "
                  "print(lerobot.__version__, torch.__version__, pytest_libero.cli.__file__)"],
                 120, "importing lerobot in its venv")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from installs import ROOT, Artifacts, interpreter
+from installs import ROOT, Artifacts, interpreter, uv_install, uv_venv
 from venvs import clean_env, run
 
 from release.device_bundle.__main__ import DEVICE_CARRY_BYTES, checkout_bytes
@@ -66,11 +66,9 @@ def image_only_venv(venv: Path, base: Path) -> None:
     """A 3.12 venv holding the image's packages that pytest-libero needs, nothing else
     (made with uv: the bundle only reads it, and pip spent half a minute of CPU beside
     the build)."""
-    uv = str(Path(sys.executable).with_name("uv"))
-    run([uv, "venv", "--quiet", "--seed", "--python", str(base), str(venv)], 180,
-        f"uv venv with {base}")
-    run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-         *image_requirements()], 900, "installing the GPU image's packages (needs the package index)")
+    uv_venv(venv, base, seed=True)
+    uv_install(venv / "bin" / "python", *image_requirements(), timeout=900,
+               what="installing the GPU image's packages (needs the package index)")
 
 
 def built_beside_the_venv(bundle: Path, wheel: Path, venv: Path, base: Path) -> list[Path]:
