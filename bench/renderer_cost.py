@@ -9,7 +9,7 @@ Variants, interleaved (the order rotates every repeat):
   simulator imported, as a worker (or a session without workers) measures beside its
   case processes. The server's own start is not counted: the first case pays it anyway.
 * apart: ``measure_in_child`` in a spawned process that imports robosuite itself, as the
-  controller of xdist workers and ``pytest-libero verify`` measure.
+  controller of xdist workers measures.
 * scene: the alternative the fingerprint avoids, a LIBERO task's environment built,
   reset, its state installed and settled, and both cameras delivered once (libero_10
   task 0), in this process.

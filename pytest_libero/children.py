@@ -103,11 +103,12 @@ class Ran:
 Failure = TimedOut | Died | Raised
 
 
-def call(function: Callable[..., T], *args: Any, timeout_s: float,
+def call(function: Callable[..., T], *args: Any, timeout_s: float | None,
          context: SpawnContext | ForkServerContext | None = None, output: Path | None = None,
          group: bool = False, teardown: bool = True) -> Returned[T] | Failure:
     """``function(*args)`` in a new process of ``context`` (default: spawn; the function,
-    its arguments and its value cross by pickle), waiting at most ``timeout_s`` for it.
+    its arguments and its value cross by pickle), waiting at most ``timeout_s`` for it
+    (None: as long as it takes).
 
     ``output``: the child's stdout and stderr are appended to this file. ``group``: the
     child leads a process group of its own (a terminal's Ctrl-C no longer reaches it; this
@@ -122,7 +123,7 @@ def call(function: Callable[..., T], *args: Any, timeout_s: float,
     process.start()
     send.close()
     try:
-        if not receive.poll(timeout_s):
+        if timeout_s is not None and not receive.poll(timeout_s):
             return TimedOut(timeout_s)
         answer = receive.recv()
     except (EOFError, OSError):

@@ -4,10 +4,11 @@ The folder is read once through ``results/run_reader.py`` (types checked; a dama
 run.json or results.jsonl is a usage error naming the file). Per case, the case folder
 of this run folder (never the absolute ``evidence_dir`` a record carries), then: its
 episode.json against the results.jsonl line and the entry against the installed
-catalog (``agreement``), the evidence files against their recorded hashes, then a fresh process that
-re-opens the recorded episode and re-runs its actions (``replay``), compared delivery
-by delivery with the record (``compare``); images only where this machine renders as
-the record's renderer did (``rendering``). The verdicts go to ``verify.json`` beside
+catalog (``agreement``), the evidence files against their recorded hashes, then a fresh
+process that re-opens the recorded episode and re-runs its actions (``replay``; forked
+from the case host's forkserver, as the run's cases were), compared delivery by delivery
+with the record (``compare``); images only where this machine renders as the record's
+renderer did (``rendering``). The verdicts go to ``verify.json`` beside
 the run's files; nothing the run wrote is touched.
 """
 
@@ -21,9 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
+from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
 from typing import Any
 
+from pytest_libero import children
 from pytest_libero.adapters import BUILT_IN
 from pytest_libero.audit.agreement import (
     Difference,
@@ -37,6 +40,7 @@ from pytest_libero.audit.integrity import altered_files, missing_files
 from pytest_libero.audit.rendering import judged, rendering
 from pytest_libero.audit.timeline import timeline_problem
 from pytest_libero.catalog.entries import Entry
+from pytest_libero.episode.host.launch import case_forkserver, socket_folder_problem
 from pytest_libero.episode.record import CaseRecord
 from pytest_libero.evidence.layout import ACTIONS_NAME, RECORD_NAME, EvidenceError
 from pytest_libero.evidence.reader import read_actions
@@ -115,41 +119,35 @@ def verify_case(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence
                    recorded_controls=controls).as_dict()
 
 
-def _child(record: CaseRecord, case_dir: str, adapter: str, kinds: Sequence[str], images: bool,
-           log: str, conn: Any) -> None:
-    with open(log, "ab", buffering=0) as sink:  # the simulator's chatter, kept for errors
-        os.dup2(sink.fileno(), 1)
-        os.dup2(sink.fileno(), 2)
-    try:
-        conn.send(("ok", verify_case(record, case_dir, adapter, kinds, images)))
-    except BaseException as exc:  # report it; never leave the parent waiting
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+ReplayContext = ForkServerContext | SpawnContext
 
 
-def _in_fresh_process(record: CaseRecord, case_dir: Path, read: RunRead, images: bool) -> Verdict:
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
+def replay_host(first: Entry) -> tuple[ReplayContext, dict[str, Any]]:
+    """Where the replays run, and that place's renderer fingerprint. The case host's
+    forkserver, as the run's cases ran: started with the simulator imported and the first
+    replay's scene compiled once, each replay a new process forked from it (a spawned one
+    would import and compile everything again, about half of a short replay's cost). Where
+    the temporary folder cannot hold the server's socket, spawned processes: the same bytes."""
+    if socket_folder_problem() is not None:
+        return multiprocessing.get_context("spawn"), measure_in_child()
+    with case_forkserver(first) as context:
+        return context, measure_in_child(context)
+
+
+def _in_fresh_process(record: CaseRecord, case_dir: Path, read: RunRead, images: bool,
+                      context: ReplayContext) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="pytest-libero-verify-") as scratch:
-        log = Path(scratch) / "simulator.log"
-        process = ctx.Process(target=_child,
-                              args=(record, str(case_dir), read.adapter, read.kinds, images,
-                                    str(log), send))
-        process.start()
-        send.close()
-        try:
-            status, payload = receive.recv()
-        except EOFError:
-            status, payload = "error", None
-        process.join()
-        if status == "ok":
-            return Verdict(**payload)
-        if payload is None:
-            payload = f"the re-executing process died (exit code {process.exitcode})"
+        log = Path(scratch) / "simulator.log"  # the simulator's chatter, kept for errors
+        answer = children.call(verify_case, record, str(case_dir), read.adapter, read.kinds, images,
+                               timeout_s=None, context=context, output=log)
+        if isinstance(answer, children.Returned):
+            return Verdict(**answer.value)
+        if isinstance(answer, children.Died):
+            why = f"the re-executing process died (exit code {answer.exitcode})"
+        else:
+            why = str(answer)
         output = tail_of(log, 15)
-    return Verdict(record["case"], NOT_VERIFIABLE,
-                   f"re-execution failed: {payload}; its output ends:\n{output}")
+    return Verdict(record["case"], NOT_VERIFIABLE, f"re-execution failed: {why}; its output ends:\n{output}")
 
 
 def precheck(read: RunRead, record: CaseRecord) -> Verdict | Path:
@@ -207,14 +205,6 @@ def clock_problem(read: RunRead, record: CaseRecord, folder: Path) -> str | None
         return timeline_problem(record, list(read_actions(folder)), read.clock)
     except (EvidenceError, CorruptLine, KeyError, TypeError, ValueError) as exc:
         return f"{folder / ACTIONS_NAME} does not read ({type(exc).__name__}: {clipped(str(exc), 300)})"
-
-
-def check_case(read: RunRead, record: CaseRecord, images: bool) -> Verdict:
-    """The checks without a simulator (cheap, here), then re-execution in a fresh process."""
-    found = precheck(read, record)
-    if isinstance(found, Verdict):
-        return found
-    return _in_fresh_process(record, found, read, images)
 
 
 def _disagrees(case: str, found: Difference, mine: str, theirs: str, where: str) -> Verdict:
@@ -296,8 +286,8 @@ def verify_run(
     # starts no simulator at all (not even to measure this machine's renderer).
     settled = {} if refused else {r["case"]: precheck(read, r) for r in chosen}
     replays = [r for r in chosen if isinstance(settled.get(r["case"]), Path)]
-    here = (measure_in_child() if replays else
-            not_measured("verify re-executes nothing here"))
+    context, here = (replay_host(Entry.from_dict(replays[0]["entry"])) if replays else
+                     (None, not_measured("verify re-executes nothing here")))
     verdicts: list[Verdict] = []
 
     def one(record: CaseRecord) -> Verdict:
@@ -305,8 +295,9 @@ def verify_run(
         if refused:
             verdict = Verdict(record["case"], NOT_VERIFIABLE, refused)
         elif isinstance(found, Path):
+            assert context is not None
             seen = rendering(record, here, backend)
-            verdict = judged(_in_fresh_process(record, found, read, seen.images), seen)
+            verdict = judged(_in_fresh_process(record, found, read, seen.images, context), seen)
         else:
             assert isinstance(found, Verdict)
             verdict = found

@@ -42,17 +42,24 @@ class Launcher(Protocol):
     def __call__(self, entry: Entry) -> tuple[BaseProcess, Connection]: ...
 
 
+def socket_folder_problem() -> str | None:
+    """Why no forkserver can start here (its socket's path would be too long), or None."""
+    temporary = tempfile.gettempdir()
+    if len(os.fsencode(temporary)) + SOCKET_SUFFIX_BYTES <= SOCKET_PATH_BYTES:
+        return None
+    return (f"the temporary folder {temporary} is {len(os.fsencode(temporary))} bytes long: "
+            "case processes start from a forkserver whose socket lives in it, and a socket "
+            f"path holds at most {SOCKET_PATH_BYTES} bytes; set TMPDIR to a folder at most "
+            f"{SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES} bytes long (e.g. /tmp)")
+
+
 @contextmanager
 def case_forkserver(entry: Entry | None) -> Iterator[ForkServerContext]:
     """The forkserver context case processes start from; if this start launches the
     server, it compiles ``entry``'s scene first (the worker's first case)."""
-    temporary = tempfile.gettempdir()
-    if len(os.fsencode(temporary)) + SOCKET_SUFFIX_BYTES > SOCKET_PATH_BYTES:
-        raise SetupError(
-            f"the temporary folder {temporary} is {len(os.fsencode(temporary))} bytes long: "
-            "case processes start from a forkserver whose socket lives in it, and a socket "
-            f"path holds at most {SOCKET_PATH_BYTES} bytes; set TMPDIR to a folder at most "
-            f"{SOCKET_PATH_BYTES - SOCKET_SUFFIX_BYTES} bytes long (e.g. /tmp)")
+    problem = socket_folder_problem()
+    if problem is not None:
+        raise SetupError(problem)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     if entry is not None:  # read only by a start that launches the server
