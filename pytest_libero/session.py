@@ -90,8 +90,10 @@ def controller_session(settings: Settings, *, collect_only: bool,
     if plan.profile.served and plan.profile.launch is None:
         server = preflight(plan.profile, on_wait=tell_waiting(plan))  # before any run folder
         tell_reply_horizon(plan, server)
-    renderer = (measure_apart() if under_xdist
-                else measure_for_cases(settings.isolation, plan.entries[0] if plan.entries else None))
+    # A scene compiled ahead in the forkserver pays off from a run's second case on; a
+    # one-case run would compile it twice, before its only case can start.
+    warm = plan.entries[0] if len(plan.entries) > 1 else None
+    renderer = measure_apart() if under_xdist else measure_for_cases(settings.isolation, warm)
     no_gl = unusable(renderer)
     if no_gl is not None:  # before the run folder: a machine that cannot render runs nothing
         raise SetupError(no_gl)

@@ -4,10 +4,11 @@ Case processes (``episode/host``) are forked from the process's forkserver, so t
 fingerprint is measured in a process forked from that same server: the same libraries,
 environment (``MUJOCO_GL``, ``MUJOCO_EGL_DEVICE_ID``, ``CUDA_VISIBLE_DEVICES``) and
 device as the cases. Started here first, the server is started as the case host starts
-it (its preload, the first case's scene compiled once), so measuring costs only the
-frame itself. With ``--libero-isolation=none`` the cases render in this process, and so
-does the fingerprint. A process that runs no case (the controller of xdist workers)
-measures in a spawned process that ends at once.
+it (its preload, and the scene of ``first`` compiled once: the caller passes None for a
+run of one case), so measuring costs only the frame itself. With
+``--libero-isolation=none`` the cases render in this process, and so does the fingerprint.
+A process that runs no case (the controller of xdist workers) measures in a spawned
+process that ends at once.
 """
 
 from __future__ import annotations
