@@ -126,8 +126,9 @@ def replay_host(first: Entry) -> tuple[ReplayContext, dict[str, Any]]:
     """Where the replays run, and that place's renderer fingerprint. The case host's
     forkserver, as the run's cases ran: started with the simulator imported and the first
     replay's scene compiled once, each replay a new process forked from it (a spawned one
-    would import and compile everything again, about half of a short replay's cost). Where
-    the temporary folder cannot hold the server's socket, spawned processes: the same bytes."""
+    imports the simulator and compiles its scene cold: about 40% of a short replay's CPU
+    here, bench/verify_cost.py). Where the temporary folder cannot hold the server's
+    socket, spawned processes: the same bytes, only slower."""
     if socket_folder_problem() is not None:
         return multiprocessing.get_context("spawn"), measure_in_child()
     with case_forkserver(first) as context:
