@@ -34,14 +34,16 @@ from _machine_use import cpu_times
 
 VARIANTS = {
     "forkserver": "",
-    "spawn": ("import multiprocessing\n"
-              "import pytest_libero.audit.verify as verify\n"
-              "verify.replay_host = lambda first: (multiprocessing.get_context('spawn'), "
+    "spawn": ("    import multiprocessing\n"
+              "    import pytest_libero.audit.verify as verify\n"
+              "    verify.replay_host = lambda first: (multiprocessing.get_context('spawn'), "
               "verify.measure_in_child())\n"),
 }
+"""What each variant does before verify starts (in the main process only)."""
 RUN_VERIFY = ("import sys\nfrom pytest_libero.cli import main\n"
-              "if __name__ == '__main__':\n    sys.exit(main(['verify', {run!r}]))\n")
-"""A script file, as the ``pytest-libero`` console script is: spawned processes import it again."""
+              "if __name__ == '__main__':\n{patch}    sys.exit(main(['verify', {run!r}]))\n")
+"""A script file, as the ``pytest-libero`` console script is: spawned processes import it
+again, and only its guarded part runs in the process started as the script."""
 
 
 def recorded_run(where: Path, cases: int, calls: int) -> Path:
@@ -62,7 +64,7 @@ def timed_verify(run: Path, variant: str, cases: int) -> tuple[float, float]:
     busy0, _ = cpu_times()
     started = time.perf_counter()
     script = run.parent / f"verify_{variant}.py"
-    script.write_text(VARIANTS[variant] + RUN_VERIFY.format(run=str(run)))
+    script.write_text(RUN_VERIFY.format(patch=VARIANTS[variant], run=str(run)))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     busy1, _ = cpu_times()
